@@ -1,0 +1,70 @@
+import { z } from 'zod';
+
+/**
+ * zod twins of the Avro records in schemas/avro. Both describe the same
+ * values; schemas/records.test.ts feeds one set of fixtures through both.
+ */
+const uuid = z.uuid();
+const millis = z.number().int().nonnegative();
+const nullableString = z.string().nullable();
+
+export const PlayerEventRecord = z.object({
+  event_id: uuid,
+  tenant_id: uuid,
+  video_id: uuid,
+  session_id: z.string().regex(/^ses_[A-Za-z0-9_-]{1,64}$/),
+  visitor_id: z.string().regex(/^vis_[A-Za-z0-9_-]{1,64}$/),
+  event_name: z.string().min(1),
+  timestamp: millis,
+  received_at: millis,
+  current_time: z.number().finite(),
+  duration: z.number().finite(),
+  watched_percentage: z.number().finite(),
+  play_ms: z.number().int().nullable(),
+  focus_ms: z.number().int().nullable(),
+  seek_from: z.number().finite().nullable(),
+  seek_to: z.number().finite().nullable(),
+  utm_source: nullableString,
+  utm_campaign: nullableString,
+  ctwa_clid: nullableString,
+  external_lead_id: nullableString,
+  source: z.enum(['player', 'server']),
+  conversion_value: z.number().finite().nullable(),
+  conversion_currency: nullableString,
+});
+export type PlayerEventRecord = z.infer<typeof PlayerEventRecord>;
+
+export const TenantRecord = z.object({
+  id: uuid,
+  name: z.string().min(1),
+  player_key: z.string().regex(/^pk_[A-Za-z0-9]+$/),
+  created_at: millis,
+});
+export type TenantRecord = z.infer<typeof TenantRecord>;
+
+export const ApiKeyRecord = z.object({
+  id: uuid,
+  tenant_id: uuid,
+  name: z.string().min(1),
+  prefix: z.string().min(1),
+  key_hash: z.string().regex(/^[0-9a-f]{64}$/),
+  created_at: millis,
+  revoked_at: millis.nullable(),
+});
+export type ApiKeyRecord = z.infer<typeof ApiKeyRecord>;
+
+export const ApiKeyUsageRecord = z.object({
+  key_id: uuid,
+  tenant_id: uuid,
+  last_used_at: millis,
+});
+export type ApiKeyUsageRecord = z.infer<typeof ApiKeyUsageRecord>;
+
+export const VideoRecord = z.object({
+  id: uuid,
+  tenant_id: uuid,
+  title: z.string().min(1),
+  duration_sec: z.number().int().nonnegative(),
+  created_at: millis,
+});
+export type VideoRecord = z.infer<typeof VideoRecord>;

@@ -1,0 +1,108 @@
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import avro from 'avsc';
+
+/** Subjects with a schema in the manifest. */
+export type Subject = 'player-event' | 'tenant' | 'api-key' | 'api-key-usage' | 'video';
+
+interface ManifestEntry {
+  id: number;
+  subject: Subject;
+  version: number;
+  file: string;
+  writer?: boolean;
+}
+
+interface LoadedSchema extends ManifestEntry {
+  type: avro.Type;
+}
+
+const here = dirname(fileURLToPath(import.meta.url));
+const MAGIC = 0;
+
+/** Thrown for bytes that are not a record this registry can read. */
+export class SchemaDecodeError extends Error {
+  override name = 'SchemaDecodeError';
+}
+
+/**
+ * Reads the schema manifest and encodes/decodes records in the Confluent wire
+ * format: magic byte 0, the 4-byte big-endian schema id, then Avro binary.
+ * The ids come from schemas/manifest.json, so a schema registry can take over
+ * later without changing a byte on the wire.
+ */
+export class SchemaRegistry {
+  readonly #byId = new Map<number, LoadedSchema>();
+  readonly #writer = new Map<Subject, LoadedSchema>();
+  readonly #latest = new Map<Subject, LoadedSchema>();
+  readonly #resolvers = new Map<string, avro.Resolver>();
+
+  constructor(entries: ManifestEntry[], baseDir: string) {
+    for (const entry of entries) {
+      const schema = JSON.parse(readFileSync(join(baseDir, entry.file), 'utf8')) as avro.Schema;
+      const loaded = { ...entry, type: avro.Type.forSchema(schema) };
+      if (this.#byId.has(entry.id)) throw new Error(`schema id ${entry.id} is used twice`);
+      this.#byId.set(entry.id, loaded);
+      if (entry.writer) this.#writer.set(entry.subject, loaded);
+      const latest = this.#latest.get(entry.subject);
+      if (!latest || latest.version < entry.version) this.#latest.set(entry.subject, loaded);
+    }
+  }
+
+  /** The registry described by schemas/manifest.json. */
+  static fromManifest(path = join(here, 'manifest.json')): SchemaRegistry {
+    const manifest = JSON.parse(readFileSync(path, 'utf8')) as { schemas: ManifestEntry[] };
+    return new SchemaRegistry(manifest.schemas, dirname(path));
+  }
+
+  /** Schema id producers write for `subject` today. */
+  writerId(subject: Subject): number {
+    return this.#writerOf(subject).id;
+  }
+
+  /** Encodes `value` with the current writer schema of `subject` (or the schema `id`). */
+  encode(subject: Subject, value: unknown, id?: number): Buffer {
+    const schema = id === undefined ? this.#writerOf(subject) : this.#byId.get(id);
+    if (!schema || schema.subject !== subject) throw new Error(`no schema ${id} for ${subject}`);
+    const body = schema.type.toBuffer(value);
+    const out = Buffer.allocUnsafe(5 + body.length);
+    out.writeUInt8(MAGIC, 0);
+    out.writeUInt32BE(schema.id, 1);
+    body.copy(out, 5);
+    return out;
+  }
+
+  /**
+   * Decodes a record written with any known schema of `subject` into the
+   * newest reader schema of that subject (Avro schema resolution fills in
+   * defaults for fields an older writer did not have).
+   */
+  decode<T>(subject: Subject, bytes: Buffer): T {
+    if (bytes.length < 5 || bytes.readUInt8(0) !== MAGIC) {
+      throw new SchemaDecodeError('not in the Confluent wire format (magic byte 0)');
+    }
+    const id = bytes.readUInt32BE(1);
+    const writer = this.#byId.get(id);
+    if (!writer) throw new SchemaDecodeError(`unknown schema id ${id}`);
+    if (writer.subject !== subject) {
+      throw new SchemaDecodeError(`schema id ${id} is ${writer.subject}, expected ${subject}`);
+    }
+    const reader = this.#latest.get(subject)!;
+    const body = bytes.subarray(5);
+    if (reader.id === writer.id) return reader.type.fromBuffer(body) as T;
+    const key = `${writer.id}>${reader.id}`;
+    let resolver = this.#resolvers.get(key);
+    if (!resolver) {
+      resolver = reader.type.createResolver(writer.type);
+      this.#resolvers.set(key, resolver);
+    }
+    return reader.type.fromBuffer(body, resolver, true) as T;
+  }
+
+  #writerOf(subject: Subject): LoadedSchema {
+    const schema = this.#writer.get(subject);
+    if (!schema) throw new Error(`no writer schema for ${subject}`);
+    return schema;
+  }
+}

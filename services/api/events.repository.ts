@@ -1,0 +1,75 @@
+import type { ClickHouseClient } from '../../shared/clickhouse/clickhouse.ts';
+import { PLAYER_SIGNALS } from '../../shared/event-names.ts';
+import type { FactorInputs } from '../../shared/score.ts';
+
+export interface EventRow {
+  event_name: string;
+  visitor_id: string;
+  ts: number;
+  event_id: string;
+}
+
+/** ClickHouse reads of the API. Exact reads use FINAL: replays may have left duplicates unmerged. */
+export class EventsRepository {
+  readonly #ch: ClickHouseClient;
+
+  constructor(ch: ClickHouseClient) {
+    this.#ch = ch;
+  }
+
+  /** One keyset page of a video's events ordered by (timestamp, event_id), signals excluded. */
+  async page(q: { tenantId: string; videoId: string; sinceMs: number; after?: { ts: number; id: string }; limit: number }): Promise<EventRow[]> {
+    const rs = await this.#ch.query({
+      query: `
+        SELECT event_name, visitor_id, toUnixTimestamp64Milli(timestamp) AS ts, toString(event_id) AS event_id
+        FROM events FINAL
+        WHERE tenant_id = {tenant:UUID} AND video_id = {video:UUID}
+          AND event_name NOT IN {signals:Array(String)}
+          AND timestamp >= fromUnixTimestamp64Milli({since:Int64}, 'UTC')
+          ${q.after ? "AND (timestamp, event_id) > (fromUnixTimestamp64Milli({after_ts:Int64}, 'UTC'), {after_id:UUID})" : ''}
+        ORDER BY timestamp, event_id
+        LIMIT {limit:UInt32}`,
+      query_params: {
+        tenant: q.tenantId,
+        video: q.videoId,
+        signals: [...PLAYER_SIGNALS],
+        since: q.sinceMs,
+        after_ts: q.after?.ts ?? 0,
+        after_id: q.after?.id ?? '00000000-0000-0000-0000-000000000000',
+        limit: q.limit,
+      },
+      format: 'JSONEachRow',
+    });
+    const rows = await rs.json<{ event_name: string; visitor_id: string; ts: string | number; event_id: string }>();
+    return rows.map((r) => ({ ...r, ts: Number(r.ts) }));
+  }
+
+  /** The visitor's factor inputs per tenant that has seen them (for 403 vs 404). */
+  async visitorFactors(visitorId: string): Promise<(FactorInputs & { tenant_id: string; last_ts: number })[]> {
+    const rs = await this.#ch.query({
+      query: `
+        SELECT toString(tenant_id) AS tenant_id,
+               max(watched_percentage) AS max_watched_percentage,
+               sum(play_ms) AS play_ms,
+               sum(focus_ms) AS focus_ms,
+               countIf(event_name = 'cta_clicked') AS cta_clicks,
+               sum(is_rewind) AS rewinds,
+               toUnixTimestamp64Milli(max(timestamp)) AS last_ts
+        FROM visitor_events FINAL
+        WHERE visitor_id = {visitor:String}
+        GROUP BY tenant_id`,
+      query_params: { visitor: visitorId },
+      format: 'JSONEachRow',
+    });
+    const rows = await rs.json<Record<string, string | number>>();
+    return rows.map((r) => ({
+      tenant_id: String(r.tenant_id),
+      max_watched_percentage: Number(r.max_watched_percentage),
+      play_ms: Number(r.play_ms),
+      focus_ms: Number(r.focus_ms),
+      cta_clicks: Number(r.cta_clicks),
+      rewinds: Number(r.rewinds),
+      last_ts: Number(r.last_ts),
+    }));
+  }
+}

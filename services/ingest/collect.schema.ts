@@ -1,0 +1,92 @@
+import { z } from 'zod';
+import { COLLECTABLE_EVENT_NAMES, WEBHOOK_EVENTS } from '../../shared/event-names.ts';
+import { SESSION_ID_RE, VISITOR_ID_RE, parseVideoId } from '../../shared/ids.ts';
+
+export const MAX_EVENTS_PER_REQUEST = 500;
+/** How far in the future an occurred_at may lie (clock skew of players). */
+export const MAX_FUTURE_SKEW_MS = 5 * 60 * 1000;
+
+const attribution = z.string().max(512).optional();
+
+export const VideoIdParam = z
+  .string()
+  .refine((v) => parseVideoId(v) !== undefined, { message: 'must be vid_<32 hex> or a UUID' })
+  .meta({ description: 'Video id: `vid_<32 hex>` (a UUID is also accepted)', example: 'vid_0f8fad5bd9cb469fa16570867728950e' });
+
+export const VisitorId = z.string().regex(VISITOR_ID_RE, 'must be vis_ followed by 1–64 of [A-Za-z0-9_-]');
+export const SessionId = z.string().regex(SESSION_ID_RE, 'must be ses_ followed by 1–64 of [A-Za-z0-9_-]');
+
+const eventName = z.string().superRefine((name, ctx) => {
+  if ((COLLECTABLE_EVENT_NAMES as readonly string[]).includes(name)) return;
+  const known = (WEBHOOK_EVENTS as Record<string, { status: string }>)[name];
+  ctx.addIssue({
+    code: 'custom',
+    message: known
+      ? `${name} is not accepted from the player (coming soon${name === 'conversion' ? '; use /api/public/conversion' : ''})`
+      : `unknown event name; expected one of ${COLLECTABLE_EVENT_NAMES.join(', ')}`,
+  });
+});
+
+/** One event as the player sends it to /v1/collect. */
+export const CollectEvent = z
+  .object({
+    event_name: eventName.meta({ description: 'An active event name of spec 6.1, or the signals heartbeat and seek' }),
+    video_id: VideoIdParam,
+    session_id: SessionId,
+    visitor_id: VisitorId,
+    current_time: z.number().min(0).max(1e7).meta({ description: 'Playback position in seconds' }),
+    duration: z.number().min(0).max(1e7).meta({ description: 'Video duration in seconds' }),
+    watched_percentage: z.number().min(0).max(100),
+    occurred_at: z.iso
+      .datetime({ offset: true })
+      .optional()
+      .meta({ description: 'When it happened (ISO 8601); at most 5 minutes in the future. Defaults to the time of receipt.' }),
+    play_ms: z.number().int().min(0).max(3_600_000).optional().meta({ description: 'heartbeat: played ms since the last heartbeat' }),
+    focus_ms: z.number().int().min(0).max(3_600_000).optional().meta({ description: 'heartbeat: played ms with the page focused' }),
+    from: z.number().min(0).max(1e7).optional().meta({ description: 'seek: position before, seconds' }),
+    to: z.number().min(0).max(1e7).optional().meta({ description: 'seek: position after, seconds' }),
+    utm_source: attribution,
+    utm_campaign: attribution,
+    ctwa_clid: attribution,
+    external_lead_id: attribution,
+  })
+  .superRefine((e, ctx) => {
+    if (e.event_name === 'heartbeat') {
+      if (e.play_ms === undefined) ctx.addIssue({ code: 'custom', path: ['play_ms'], message: 'required for heartbeat' });
+      if (e.focus_ms === undefined) ctx.addIssue({ code: 'custom', path: ['focus_ms'], message: 'required for heartbeat' });
+      if (e.play_ms !== undefined && e.focus_ms !== undefined && e.focus_ms > e.play_ms) {
+        ctx.addIssue({ code: 'custom', path: ['focus_ms'], message: 'cannot exceed play_ms' });
+      }
+    }
+    if (e.event_name === 'seek') {
+      if (e.from === undefined) ctx.addIssue({ code: 'custom', path: ['from'], message: 'required for seek' });
+      if (e.to === undefined) ctx.addIssue({ code: 'custom', path: ['to'], message: 'required for seek' });
+    }
+  });
+export type CollectEvent = z.infer<typeof CollectEvent>;
+
+export const CollectBody = z.object({
+  events: z.array(CollectEvent).min(1).max(MAX_EVENTS_PER_REQUEST),
+});
+
+export const CollectQuery = z.object({
+  key: z.string().max(200).optional().meta({ description: 'Player key, for sendBeacon bodies that cannot set headers' }),
+});
+
+export const Accepted = z.object({ accepted: z.number().int() });
+
+/** Body of POST /api/public/conversion. */
+export const ConversionBody = z.object({
+  visitor_id: VisitorId,
+  session_id: SessionId.optional(),
+  video_id: VideoIdParam,
+  external_lead_id: attribution,
+  value: z.number().min(0).max(1e12).optional(),
+  currency: z
+    .string()
+    .regex(/^[A-Z]{3}$/, 'ISO 4217 code, e.g. EUR')
+    .optional(),
+  occurred_at: z.iso.datetime({ offset: true }).optional(),
+});
+
+export const ConversionAccepted = z.object({ accepted: z.literal(1), event_id: z.uuid() });

@@ -1,0 +1,30 @@
+import type { PlayerEventRecord } from '../../schemas/records.ts';
+import { chTime } from '../../shared/clickhouse/clickhouse.ts';
+
+/** The ClickHouse `events` row of a player event (pure). */
+export function eventRow(e: PlayerEventRecord) {
+  return {
+    tenant_id: e.tenant_id,
+    video_id: e.video_id,
+    timestamp: chTime(e.timestamp),
+    event_id: e.event_id,
+    event_name: e.event_name,
+    session_id: e.session_id,
+    visitor_id: e.visitor_id,
+    current_time: e.current_time,
+    duration: e.duration,
+    watched_percentage: e.watched_percentage,
+    play_ms: e.play_ms ?? 0,
+    focus_ms: e.focus_ms ?? 0,
+    seek_from: e.seek_from,
+    seek_to: e.seek_to,
+    utm_source: e.utm_source,
+    utm_campaign: e.utm_campaign,
+    ctwa_clid: e.ctwa_clid,
+    external_lead_id: e.external_lead_id,
+    source: e.source,
+    conversion_value: e.conversion_value,
+    conversion_currency: e.conversion_currency,
+    received_at: chTime(e.received_at),
+  };
+}

@@ -1,0 +1,211 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import type { Admin } from 'kafkajs';
+import { SchemaRegistry } from '../schemas/registry.ts';
+import { createClickHouse, migrate, type ClickHouseClient } from '../shared/clickhouse/clickhouse.ts';
+import type { Config } from '../shared/config.ts';
+import { ConfigStore, ConfigWriter } from '../shared/config-store/config-store.ts';
+import { buildHttpApp } from '../shared/http/app.ts';
+import { apiKeyAuth } from '../shared/http/api-key-auth.ts';
+import { FixedWindowRateLimiter } from '../shared/http/rate-limit.ts';
+import { GroupCommitProducer } from '../shared/kafka/group-commit-producer.ts';
+import { createKafka } from '../shared/kafka/kafka.ts';
+import { ensureTopics, topicDefinitions, topicNames } from '../shared/kafka/topics.ts';
+import type { Logger } from '../shared/logger.ts';
+import { createMetrics } from '../shared/metrics.ts';
+import { startLocalBroker, type LocalBroker } from '../infra/kafka/local-broker.ts';
+import { startAdmin } from './admin/admin.service.ts';
+import { EventsRepository } from './api/events.repository.ts';
+import { startApi } from './api/api.service.ts';
+import { startIngest } from './ingest/ingest.service.ts';
+import { startProjector } from './projector/projector.service.ts';
+
+const VERSION = '0.1.0';
+
+export interface Stack {
+  url: string;
+  port: number;
+  adminToken: string;
+  kafkaBrokers: string[];
+  kafkaDescribe: string;
+  clickhouseDescribe: string;
+  stop(): Promise<void>;
+}
+
+interface Stoppable {
+  name: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * The composition root: the only place that builds Kafka and ClickHouse
+ * clients. Starts the services named in SERVICES behind one HTTP server and
+ * returns a handle whose stop() shuts down in order: stop intake, drain HTTP,
+ * flush the producer, commit consumers, close clients, stop the broker.
+ */
+export async function startStack(config: Config, log: Logger): Promise<Stack> {
+  const dataDir = resolve(config.DATA_DIR);
+  mkdirSync(dataDir, { recursive: true });
+  const adminToken = config.ADMIN_TOKEN ?? persistentSecret(join(dataDir, 'admin-token'), 'adm_');
+  const cursorSecret = config.CURSOR_SECRET ?? persistentSecret(join(dataDir, 'cursor-secret'), '');
+  const services = new Set(config.SERVICES);
+  const stoppers: Stoppable[] = [];
+  const stopAll = async () => {
+    for (const s of stoppers.reverse()) {
+      try {
+        await s.stop();
+      } catch (err) {
+        log.warn({ err, component: s.name }, 'stop_failed');
+      }
+    }
+    stoppers.length = 0;
+  };
+
+  try {
+    let brokers = config.KAFKA_BROKERS;
+    let kafkaDescribe = `Kafka at ${brokers?.join(',')}`;
+    if (!brokers) {
+      const broker: LocalBroker = await startLocalBroker({
+        dataDir: join(dataDir, 'kafka'),
+        partitions: config.KAFKA_TOPIC_PARTITIONS,
+        log: (m) => log.info({ component: 'local-kafka' }, m),
+      });
+      stoppers.push({ name: 'local-kafka', stop: () => broker.stop() });
+      brokers = broker.brokers;
+      kafkaDescribe = `local Kafka broker at ${brokers.join(',')} (data in ${join(dataDir, 'kafka')})`;
+    }
+
+    const metrics = createMetrics();
+    const registry = SchemaRegistry.fromManifest();
+    const topics = topicNames(config.KAFKA_TOPIC_PREFIX);
+    const kafka = createKafka({ brokers, clientId: config.KAFKA_CLIENT_ID, log });
+    const admin: Admin = kafka.admin();
+    await admin.connect();
+    stoppers.push({ name: 'kafka-admin', stop: () => admin.disconnect() });
+    await ensureTopics(admin, topicDefinitions(topics, config.KAFKA_TOPIC_PARTITIONS));
+
+    let clickhouse: ClickHouseClient | undefined;
+    let clickhouseDescribe = 'not used by these services';
+    if (services.has('api') || services.has('projector')) {
+      const ch = createClickHouse({
+        url: config.CLICKHOUSE_URL,
+        username: config.CLICKHOUSE_USER,
+        password: config.CLICKHOUSE_PASSWORD,
+        database: config.CLICKHOUSE_DATABASE,
+        dataDir,
+      });
+      clickhouse = ch.client;
+      clickhouseDescribe = ch.describe;
+      stoppers.push({ name: 'clickhouse', stop: () => ch.client.close() });
+      await migrate(ch.client, log);
+    }
+
+    const store = new ConfigStore({ kafka, registry, log, topics });
+    await store.start(admin);
+    stoppers.push({ name: 'config-store', stop: () => store.stop() });
+    const writer = new ConfigWriter({ kafka, store, registry, topics });
+    await writer.connect();
+    stoppers.push({ name: 'config-writer', stop: () => writer.disconnect() });
+
+    const app = await buildHttpApp({ log, metrics, bodyLimit: config.COLLECT_MAX_BODY_BYTES, version: VERSION });
+    const limiter = new FixedWindowRateLimiter({ limit: config.RATE_LIMIT_PER_MINUTE });
+    const auth = apiKeyAuth({ store, writer, limiter, log });
+    const health: { name: string; healthy: () => boolean }[] = [{ name: 'config_store', healthy: () => store.healthy }];
+
+    let projector: Awaited<ReturnType<typeof startProjector>> | undefined;
+    if (services.has('projector')) {
+      projector = await startProjector({
+        kafka,
+        clickhouse: clickhouse!,
+        registry,
+        log,
+        metrics,
+        flushMs: config.PROJECTOR_FLUSH_MS,
+        maxRows: config.PROJECTOR_MAX_ROWS,
+        topics,
+        groupPrefix: config.KAFKA_TOPIC_PREFIX,
+      });
+      const p = projector;
+      stoppers.push({ name: 'projector', stop: () => p.stop() });
+      health.push({ name: 'projector', healthy: () => p.healthy });
+    }
+
+    let producer: GroupCommitProducer | undefined;
+    const httpServices: Stoppable[] = [];
+    if (services.has('ingest')) {
+      producer = new GroupCommitProducer({
+        kafka,
+        log,
+        lingerMs: config.INGEST_LINGER_MS,
+        timeoutMs: config.INGEST_PRODUCE_TIMEOUT_MS,
+        onCommit: (_n, ms) => metrics.produceDuration.observe(ms / 1000),
+      });
+      await producer.connect();
+      const p = producer;
+      stoppers.push({ name: 'producer', stop: () => p.close() });
+      httpServices.push({ name: 'ingest', ...startIngest({ app, store, registry, producer, metrics, apiKeyAuth: auth, topic: topics.playerEvents }) });
+    }
+    if (services.has('api')) {
+      httpServices.push({ name: 'api', ...startApi({ app, store, events: new EventsRepository(clickhouse!), cursorSecret, apiKeyAuth: auth }) });
+    }
+    if (services.has('admin')) {
+      httpServices.push({ name: 'admin', ...startAdmin({ app, store, writer, adminToken }) });
+    }
+
+    app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
+    app.get('/readyz', { schema: { hide: true } }, async (_req, reply) => {
+      const checks: Record<string, string> = {};
+      checks.kafka = await withTimeout(admin.describeCluster().then(() => 'ok'), 2000).catch((e: Error) => `error: ${e.message}`);
+      if (clickhouse) {
+        checks.clickhouse = await withTimeout(clickhouse.ping().then((r) => (r.success ? 'ok' : 'error: ping failed')), 2000).catch(
+          (e: Error) => `error: ${e.message}`,
+        );
+      }
+      for (const h of health) checks[h.name] = h.healthy() ? 'ok' : 'error: not running';
+      const ready = Object.values(checks).every((v) => v === 'ok');
+      return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not_ready', checks });
+    });
+    app.get('/metrics', { schema: { hide: true } }, async (_req, reply) => {
+      return reply.header('Content-Type', metrics.registry.contentType).send(await metrics.registry.metrics());
+    });
+
+    // NOTE: registered before listen, stopped first: intake closes before
+    // the HTTP server drains, so nothing new is accepted while shutting down.
+    stoppers.push({
+      name: 'http',
+      stop: async () => {
+        for (const s of httpServices) await s.stop();
+        await app.close();
+      },
+    });
+    await app.listen({ port: config.PORT, host: config.HOST });
+    const address = app.server.address();
+    const port = typeof address === 'object' && address ? address.port : config.PORT;
+    const host = config.HOST === '0.0.0.0' || config.HOST === '::' ? '127.0.0.1' : config.HOST;
+    const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+    log.info({ url, services: [...services], kafka: kafkaDescribe, clickhouse: clickhouseDescribe }, 'stack_started');
+    return { url, port, adminToken, kafkaBrokers: brokers, kafkaDescribe, clickhouseDescribe, stop: stopAll };
+  } catch (err) {
+    await stopAll();
+    throw err;
+  }
+}
+
+/** Reads a secret kept in the data directory, creating it (mode 0600) on first run. */
+function persistentSecret(path: string, prefix: string): string {
+  if (existsSync(path)) return readFileSync(path, 'utf8').trim();
+  const secret = `${prefix}${randomBytes(32).toString('base64url')}`;
+  writeFileSync(path, `${secret}\n`, { mode: 0o600, flag: 'wx' });
+  return secret;
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    p,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}

@@ -1,0 +1,195 @@
+import { randomUUID } from 'node:crypto';
+import type { Admin, Consumer, Kafka, KafkaMessage, Producer } from 'kafkajs';
+import type { SchemaRegistry, Subject } from '../../schemas/registry.ts';
+import type { ApiKeyRecord, ApiKeyUsageRecord, TenantRecord, VideoRecord } from '../../schemas/records.ts';
+import { CONFIG_KINDS, type ConfigKind, type Topics } from '../kafka/topics.ts';
+import type { Logger } from '../logger.ts';
+
+const SUBJECT_OF: Record<ConfigKind, Subject> = {
+  tenants: 'tenant',
+  apiKeys: 'api-key',
+  videos: 'video',
+  apiKeyUsage: 'api-key-usage',
+};
+
+/**
+ * The configuration (tenants, API keys, videos, key usage) materialised in
+ * memory from the compacted config topics, the way Kafka Connect keeps its
+ * configs: every process reads the topics from the beginning at start-up and
+ * follows them. Lookups are synchronous map reads on the request path.
+ */
+export class ConfigStore {
+  readonly tenants = new Map<string, TenantRecord>();
+  readonly apiKeys = new Map<string, ApiKeyRecord>();
+  readonly videos = new Map<string, VideoRecord>();
+  readonly usage = new Map<string, number>();
+  readonly #tenantByPlayerKey = new Map<string, TenantRecord>();
+  readonly #keyByHash = new Map<string, ApiKeyRecord>();
+  readonly #applied = new Map<ConfigKind, bigint>();
+  readonly #waiters = new Set<{ kind: ConfigKind; offset: bigint; resolve: () => void }>();
+  readonly #consumer: Consumer;
+  readonly #registry: SchemaRegistry;
+  readonly #log: Logger;
+  readonly #topics: Topics;
+  readonly #kindOf = new Map<string, ConfigKind>();
+  #running = false;
+
+  constructor(opts: { kafka: Kafka; registry: SchemaRegistry; log: Logger; topics: Topics }) {
+    this.#topics = opts.topics;
+    for (const kind of CONFIG_KINDS) this.#kindOf.set(opts.topics[kind], kind);
+    this.#registry = opts.registry;
+    this.#log = opts.log.child({ component: 'config-store' });
+    // NOTE: a fresh group per process on purpose: every process needs the
+    // whole history, and it never commits offsets.
+    this.#consumer = opts.kafka.consumer({ groupId: `config-store-${randomUUID()}`, maxWaitTimeInMs: 50 });
+    this.#consumer.on(this.#consumer.events.CRASH, (e) => {
+      this.#running = e.payload.restart;
+      this.#log.error({ err: { message: String(e.payload.error) } }, 'config_store_crashed');
+    });
+  }
+
+  get healthy(): boolean {
+    return this.#running;
+  }
+
+  /** Reads every config topic to its end before resolving, then keeps following. */
+  async start(admin: Admin, timeoutMs = 60000): Promise<void> {
+    const ends = await Promise.all(
+      CONFIG_KINDS.map(async (kind) => [kind, await admin.fetchTopicOffsets(this.#topics[kind])] as const),
+    );
+    await this.#consumer.connect();
+    await this.#consumer.subscribe({ topics: CONFIG_KINDS.map((k) => this.#topics[k]), fromBeginning: true });
+    await this.#consumer.run({
+      autoCommit: false,
+      eachMessage: async ({ topic, message }) => this.#apply(this.#kindOf.get(topic)!, message),
+    });
+    this.#running = true;
+    const caughtUp = ends.flatMap(([kind, parts]) =>
+      parts.filter((p) => BigInt(p.high) > 0n).map((p) => this.waitFor(kind, BigInt(p.high) - 1n)),
+    );
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.all(caughtUp),
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error('config topics not read to their end in time')), timeoutMs);
+      }),
+    ]).finally(() => clearTimeout(timer));
+    this.#log.info({ tenants: this.tenants.size, api_keys: this.apiKeys.size, videos: this.videos.size }, 'config_loaded');
+  }
+
+  async stop(): Promise<void> {
+    this.#running = false;
+    await this.#consumer.disconnect();
+  }
+
+  /** Resolves once the record at `offset` of the `kind` topic (one partition) is applied. */
+  waitFor(kind: ConfigKind, offset: bigint): Promise<void> {
+    if ((this.#applied.get(kind) ?? -1n) >= offset) return Promise.resolve();
+    return new Promise((resolve) => this.#waiters.add({ kind, offset, resolve }));
+  }
+
+  tenantByPlayerKey(key: string): TenantRecord | undefined {
+    return this.#tenantByPlayerKey.get(key);
+  }
+
+  apiKeyByHash(hash: string): ApiKeyRecord | undefined {
+    return this.#keyByHash.get(hash);
+  }
+
+  videosOf(tenantId: string): VideoRecord[] {
+    return [...this.videos.values()].filter((v) => v.tenant_id === tenantId);
+  }
+
+  #apply(kind: ConfigKind, message: KafkaMessage): void {
+    const id = message.key?.toString() ?? '';
+    try {
+      const value = message.value ? this.#registry.decode<unknown>(SUBJECT_OF[kind], message.value) : null;
+      switch (kind) {
+        case 'tenants': {
+          const old = this.tenants.get(id);
+          if (old) this.#tenantByPlayerKey.delete(old.player_key);
+          if (value) {
+            const t = value as TenantRecord;
+            this.tenants.set(id, t);
+            this.#tenantByPlayerKey.set(t.player_key, t);
+          } else this.tenants.delete(id);
+          break;
+        }
+        case 'apiKeys': {
+          const old = this.apiKeys.get(id);
+          if (old) this.#keyByHash.delete(old.key_hash);
+          if (value) {
+            const k = value as ApiKeyRecord;
+            this.apiKeys.set(id, k);
+            this.#keyByHash.set(k.key_hash, k);
+          } else this.apiKeys.delete(id);
+          break;
+        }
+        case 'videos':
+          if (value) this.videos.set(id, value as VideoRecord);
+          else this.videos.delete(id);
+          break;
+        case 'apiKeyUsage':
+          if (value) {
+            const u = value as ApiKeyUsageRecord;
+            this.usage.set(id, Math.max(this.usage.get(id) ?? 0, u.last_used_at));
+          } else this.usage.delete(id);
+          break;
+        default: {
+          const unreachable: never = kind;
+          throw new Error(`unexpected config kind ${String(unreachable)}`);
+        }
+      }
+    } catch (err) {
+      // A record this version cannot read is skipped, not fatal: config
+      // topics outlive code versions.
+      this.#log.error({ err, kind, offset: message.offset }, 'config_record_unreadable');
+    }
+    const offset = BigInt(message.offset);
+    this.#applied.set(kind, offset);
+    for (const w of this.#waiters) {
+      if (w.kind === kind && w.offset <= offset) {
+        this.#waiters.delete(w);
+        w.resolve();
+      }
+    }
+  }
+}
+
+/**
+ * Writes config changes to the compacted topics and waits until the local
+ * store has applied them, so a change is visible to this process's read API
+ * as soon as the write returns.
+ */
+export class ConfigWriter {
+  readonly #producer: Producer;
+  readonly #store: ConfigStore;
+  readonly #registry: SchemaRegistry;
+  readonly #topics: Topics;
+
+  constructor(opts: { kafka: Kafka; store: ConfigStore; registry: SchemaRegistry; topics: Topics }) {
+    this.#producer = opts.kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
+    this.#store = opts.store;
+    this.#registry = opts.registry;
+    this.#topics = opts.topics;
+  }
+
+  async connect(): Promise<void> {
+    await this.#producer.connect();
+  }
+
+  async disconnect(): Promise<void> {
+    await this.#producer.disconnect();
+  }
+
+  /** Puts the latest state of `id` (or a tombstone for null) and waits until it is applied locally. */
+  async put(kind: ConfigKind, id: string, value: object | null, opts: { waitApplied?: boolean } = {}): Promise<void> {
+    const [meta] = await this.#producer.send({
+      topic: this.#topics[kind],
+      acks: -1,
+      messages: [{ key: id, value: value === null ? null : this.#registry.encode(SUBJECT_OF[kind], value) }],
+    });
+    if (opts.waitApplied === false || !meta?.baseOffset) return;
+    await this.#store.waitFor(kind, BigInt(meta.baseOffset));
+  }
+}

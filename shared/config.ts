@@ -1,0 +1,62 @@
+import { z } from 'zod';
+
+export const SERVICE_NAMES = ['ingest', 'projector', 'api', 'admin'] as const;
+export type ServiceName = (typeof SERVICE_NAMES)[number];
+
+const intFrom = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
+const optionalString = z
+  .string()
+  .optional()
+  .transform((v) => (v === undefined || v.trim() === '' ? undefined : v.trim()));
+
+/**
+ * Every setting the service reads from its environment. Parsed once at
+ * start-up by the composition root and passed down; nothing else reads
+ * process.env.
+ */
+export const ConfigSchema = z.object({
+  PORT: intFrom(3000).pipe(z.number().max(65535)),
+  HOST: z.string().default('127.0.0.1'),
+  DATA_DIR: z.string().min(1).default('.data'),
+  ADMIN_TOKEN: optionalString.pipe(z.string().min(16, 'must be at least 16 characters').optional()),
+  KAFKA_BROKERS: optionalString.transform((v) => (v ? v.split(',').map((b) => b.trim()).filter(Boolean) : undefined)),
+  KAFKA_CLIENT_ID: z.string().default('video-analytics'),
+  KAFKA_TOPIC_PREFIX: z.string().regex(/^[A-Za-z0-9._-]*$/, 'letters, digits, . _ - only').default(''),
+  KAFKA_TOPIC_PARTITIONS: intFrom(12, 1),
+  CLICKHOUSE_URL: optionalString.pipe(z.url().optional()),
+  CLICKHOUSE_USER: optionalString,
+  CLICKHOUSE_PASSWORD: optionalString,
+  CLICKHOUSE_DATABASE: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/).default('default'),
+  SERVICES: z
+    .string()
+    .default(SERVICE_NAMES.join(','))
+    .transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean))
+    .pipe(z.array(z.enum(SERVICE_NAMES)).min(1)),
+  CURSOR_SECRET: optionalString.pipe(z.string().min(16, 'must be at least 16 characters').optional()),
+  RATE_LIMIT_PER_MINUTE: intFrom(1000, 1),
+  COLLECT_MAX_BODY_BYTES: intFrom(1024 * 1024, 1024),
+  INGEST_LINGER_MS: intFrom(2),
+  INGEST_PRODUCE_TIMEOUT_MS: intFrom(5000, 100),
+  PROJECTOR_FLUSH_MS: intFrom(100, 1),
+  PROJECTOR_MAX_ROWS: intFrom(20000, 1),
+  SHUTDOWN_TIMEOUT_MS: intFrom(15000, 100),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+});
+
+export type Config = z.infer<typeof ConfigSchema>;
+
+/** Thrown when the environment does not describe a valid configuration. */
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+/**
+ * Parses the configuration from `env` and fails with a message that names
+ * every bad variable.
+ */
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  const result = ConfigSchema.safeParse(env);
+  if (result.success) return result.data;
+  const lines = result.error.issues.map((issue) => `  ${issue.path.join('.') || '(root)'}: ${issue.message}`);
+  throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
+}

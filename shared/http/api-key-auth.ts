@@ -1,0 +1,64 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { ConfigStore, ConfigWriter } from '../config-store/config-store.ts';
+import { hashApiKey } from '../ids.ts';
+import type { Logger } from '../logger.ts';
+import { ApiError } from './errors.ts';
+import type { FixedWindowRateLimiter } from './rate-limit.ts';
+
+export interface ApiPrincipal {
+  tenantId: string;
+  keyId: string;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    principal?: ApiPrincipal;
+  }
+}
+
+const USAGE_INTERVAL_MS = 60_000;
+
+/**
+ * preHandler for routes under API-key auth: Bearer key → tenant (401 when
+ * missing, unknown or revoked), then the per-key rate limit with RateLimit
+ * headers on every response, then the key's last use (written at most once
+ * a minute per key, off the request path).
+ */
+export function apiKeyAuth(deps: { store: ConfigStore; writer: ConfigWriter; limiter: FixedWindowRateLimiter; log: Logger; now?: () => number }) {
+  const lastWritten = new Map<string, number>();
+  const now = deps.now ?? Date.now;
+  return async function authenticate(req: FastifyRequest, reply: FastifyReply): Promise<void> {
+    const header = req.headers.authorization;
+    const match = typeof header === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
+    if (!match) {
+      throw new ApiError('unauthorized', 'send the API key as Authorization: Bearer <key>', {
+        headers: { 'WWW-Authenticate': 'Bearer' },
+      });
+    }
+    const key = deps.store.apiKeyByHash(hashApiKey(match[1]!));
+    if (!key || key.revoked_at !== null || !deps.store.tenants.has(key.tenant_id)) {
+      throw new ApiError('unauthorized', key?.revoked_at ? 'the API key was revoked' : 'unknown API key', {
+        headers: { 'WWW-Authenticate': 'Bearer error="invalid_token"' },
+      });
+    }
+    const decision = deps.limiter.hit(key.id);
+    const headers = deps.limiter.headers(decision);
+    for (const [k, v] of Object.entries(headers)) reply.header(k, v);
+    if (!decision.allowed) {
+      throw new ApiError('rate_limited', `more than ${decision.limit} requests this minute for this API key`, {
+        headers: { ...headers, 'Retry-After': String(decision.resetSeconds) },
+      });
+    }
+    req.principal = { tenantId: key.tenant_id, keyId: key.id };
+    const t = now();
+    if (t - (lastWritten.get(key.id) ?? 0) >= USAGE_INTERVAL_MS) {
+      lastWritten.set(key.id, t);
+      deps.writer
+        .put('apiKeyUsage', key.id, { key_id: key.id, tenant_id: key.tenant_id, last_used_at: t }, { waitApplied: false })
+        .catch((err: unknown) => {
+          lastWritten.delete(key.id);
+          deps.log.warn({ err, key_id: key.id }, 'api_key_usage_not_recorded');
+        });
+    }
+  };
+}

@@ -1,0 +1,148 @@
+import { randomBytes } from 'node:crypto';
+import Fastify, { type FastifyError } from 'fastify';
+import cors from '@fastify/cors';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import {
+  hasZodFastifySchemaValidationErrors,
+  jsonSchemaTransform,
+  serializerCompiler,
+  validatorCompiler,
+  type ZodTypeProvider,
+} from 'fastify-type-provider-zod';
+import type { Logger } from '../logger.ts';
+import type { Metrics } from '../metrics.ts';
+import { ApiError, ERRORS, PROBLEM_CONTENT_TYPE, problem, type ErrorCode } from './errors.ts';
+
+/** The HTTP app every service registers its routes on. */
+export type App = Awaited<ReturnType<typeof buildHttpApp>>;
+
+/** Routes that browsers call cross-origin (the player's intake). */
+const CORS_PATHS = ['/v1/collect'];
+
+/**
+ * Builds the one Fastify instance a process serves every route from; routes
+ * are registered by the services afterwards. Separate from listen() so tests
+ * can use inject().
+ */
+export async function buildHttpApp(opts: { log: Logger; metrics: Metrics; bodyLimit: number; version: string }) {
+  const app = Fastify({
+    loggerInstance: opts.log.child({ component: 'http' }),
+    bodyLimit: opts.bodyLimit,
+    genReqId: () => `req_${randomBytes(9).toString('base64url')}`,
+    requestIdHeader: false,
+    disableRequestLogging: true,
+    trustProxy: false,
+    routerOptions: { ignoreTrailingSlash: true },
+  }).withTypeProvider<ZodTypeProvider>();
+
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+
+  // sendBeacon cannot set Content-Type: application/json without a CORS
+  // preflight, so the player sends its JSON as text/plain.
+  app.addContentTypeParser('text/plain', { parseAs: 'string' }, (_req, body, done) => {
+    try {
+      done(null, JSON.parse(body as string));
+    } catch {
+      done(new ApiError('invalid_json', 'body is not valid JSON'), undefined);
+    }
+  });
+
+  await app.register(cors, {
+    hook: 'onRequest',
+    delegator: (req, cb) => {
+      const path = (req.url ?? '').split('?')[0] ?? '';
+      if (!CORS_PATHS.includes(path)) return cb(null, { origin: false });
+      cb(null, {
+        origin: '*',
+        methods: ['POST', 'OPTIONS'],
+        allowedHeaders: ['Content-Type', 'X-Player-Key'],
+        maxAge: 86400,
+      });
+    },
+  });
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Video analytics API',
+        version: opts.version,
+        description:
+          'Read API for videos, per-video events and per-visitor Lead Intent Scores; the player intake; the server-side conversion intake; the management API.',
+      },
+      components: {
+        securitySchemes: {
+          apiKey: { type: 'http', scheme: 'bearer', description: 'API key (`sk_…`) from the management API' },
+          adminToken: { type: 'http', scheme: 'bearer', description: 'ADMIN_TOKEN of the deployment' },
+          playerKey: { type: 'apiKey', in: 'header', name: 'X-Player-Key', description: 'Public player key (`pk_…`)' },
+        },
+      },
+    },
+    transform: jsonSchemaTransform,
+  });
+  await app.register(swaggerUi, { routePrefix: '/docs' });
+  app.get('/v1/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+
+  app.addHook('onRequest', async (req, reply) => {
+    reply.header('X-Request-Id', req.id);
+  });
+  app.addHook('onResponse', async (req, reply) => {
+    const route = req.routeOptions.url ?? 'unmatched';
+    opts.metrics.httpRequests.inc({ method: req.method, route, status: String(reply.statusCode) });
+    opts.metrics.httpDuration.observe({ method: req.method, route }, reply.elapsedTime / 1000);
+    if (reply.statusCode >= 500) req.log.warn({ req, status: reply.statusCode }, 'request_failed');
+  });
+
+  app.setNotFoundHandler((req, reply) => {
+    const path = (req.url ?? '').split('?')[0];
+    sendProblem(reply, req.id, new ApiError('not_found', `no route ${req.method} ${path}`));
+  });
+
+  app.setErrorHandler((err: FastifyError, req, reply) => {
+    if (err instanceof ApiError) return sendProblem(reply, req.id, err);
+    if (hasZodFastifySchemaValidationErrors(err)) {
+      const errors = err.validation.map((v) => ({
+        path: [err.validationContext, ...(v.instancePath ? v.instancePath.split('/').filter(Boolean) : [])].join('.'),
+        message: v.message ?? 'invalid',
+      }));
+      const detail = errors.map((e) => `${e.path}: ${e.message}`).slice(0, 5).join('; ');
+      return sendProblem(reply, req.id, new ApiError('validation_failed', detail, { errors }));
+    }
+    const mapped = fastifyErrorCode(err);
+    if (mapped) return sendProblem(reply, req.id, new ApiError(mapped, err.message));
+    req.log.error({ err }, 'unhandled_error');
+    return sendProblem(reply, req.id, new ApiError('internal', 'unexpected error; the request id identifies it in the logs'));
+  });
+
+  return app;
+}
+
+function fastifyErrorCode(err: FastifyError): ErrorCode | undefined {
+  switch (err.code) {
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return 'invalid_json';
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return 'payload_too_large';
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' ? 'unsupported_media_type' : 'bad_request';
+    default:
+      break;
+  }
+  if (err instanceof SyntaxError) return 'invalid_json';
+  if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
+    const byStatus = (Object.keys(ERRORS) as ErrorCode[]).find((c) => ERRORS[c].status === err.statusCode);
+    return byStatus ?? 'bad_request';
+  }
+  return undefined;
+}
+
+type ProblemReply = { code(n: number): ProblemReply; header(k: string, v: string): ProblemReply; send(b: unknown): unknown };
+
+export function sendProblem(reply: ProblemReply, requestId: string, err: ApiError): unknown {
+  for (const [k, v] of Object.entries(err.headers ?? {})) reply.header(k, v);
+  return reply.code(err.status).header('Content-Type', PROBLEM_CONTENT_TYPE).send(problem(err.code, err.message, requestId, err.errors));
+}

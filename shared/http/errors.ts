@@ -1,0 +1,57 @@
+/**
+ * Every error the HTTP API can answer, declared once: code, status, title.
+ * All are sent as application/problem+json (RFC 9457) with type, title,
+ * status, detail and request_id.
+ */
+export const ERRORS = {
+  bad_request: { status: 400, title: 'Bad request' },
+  invalid_json: { status: 400, title: 'Malformed JSON body' },
+  unauthorized: { status: 401, title: 'Missing or invalid credentials' },
+  forbidden: { status: 403, title: 'Resource belongs to another tenant' },
+  not_found: { status: 404, title: 'Not found' },
+  payload_too_large: { status: 413, title: 'Request body too large' },
+  unsupported_media_type: { status: 415, title: 'Unsupported content type' },
+  validation_failed: { status: 422, title: 'Invalid request' },
+  rate_limited: { status: 429, title: 'Rate limit exceeded' },
+  internal: { status: 500, title: 'Internal server error' },
+  unavailable: { status: 503, title: 'Service temporarily unavailable' },
+} as const;
+
+export type ErrorCode = keyof typeof ERRORS;
+
+/** An error meant for the client; anything else thrown is a 500. */
+export class ApiError extends Error {
+  override name = 'ApiError';
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly errors: { path: string; message: string }[] | undefined;
+  readonly headers: Record<string, string> | undefined;
+
+  constructor(
+    code: ErrorCode,
+    detail?: string,
+    extra: { errors?: { path: string; message: string }[]; headers?: Record<string, string> } = {},
+  ) {
+    super(detail ?? ERRORS[code].title);
+    this.code = code;
+    this.status = ERRORS[code].status;
+    this.errors = extra.errors;
+    this.headers = extra.headers;
+  }
+}
+
+export interface Problem {
+  type: string;
+  title: string;
+  status: number;
+  detail: string;
+  request_id: string;
+  errors?: { path: string; message: string }[];
+}
+
+export const PROBLEM_CONTENT_TYPE = 'application/problem+json; charset=utf-8';
+
+export function problem(code: ErrorCode, detail: string, requestId: string, errors?: Problem['errors']): Problem {
+  const { status, title } = ERRORS[code];
+  return { type: `urn:video-analytics:problem:${code}`, title, status, detail, request_id: requestId, ...(errors ? { errors } : {}) };
+}

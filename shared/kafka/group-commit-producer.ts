@@ -1,0 +1,162 @@
+import { randomUUID } from 'node:crypto';
+import type { Kafka, Message, Producer } from 'kafkajs';
+import type { Logger } from '../logger.ts';
+
+/** Kafka did not take the records; none of them will be seen by consumers. */
+export class KafkaUnavailableError extends Error {
+  override name = 'KafkaUnavailableError';
+}
+
+interface Pending {
+  topic: string;
+  messages: Message[];
+  resolve: () => void;
+  reject: (err: Error) => void;
+}
+
+export interface GroupCommitProducerOptions {
+  kafka: Kafka;
+  log: Logger;
+  /** How long a request may wait for others to share its transaction. */
+  lingerMs: number;
+  /** Upper bound on one request's wait for Kafka before it is answered 503. */
+  timeoutMs: number;
+  /** Most messages put in one transaction. */
+  maxMessages?: number;
+  onCommit?: (messages: number, ms: number) => void;
+}
+
+/**
+ * Produces each caller's records all-or-nothing. Callers' records are
+ * grouped into one Kafka transaction (group commit), acknowledged by all
+ * in-sync replicas; every caller in a group learns the same outcome. Readers
+ * use read_committed (kafkajs' default), so an aborted or timed-out group is
+ * never seen: nothing is half-accepted.
+ */
+export class GroupCommitProducer {
+  readonly #opts: GroupCommitProducerOptions;
+  #producer: Producer | undefined;
+  #queue: Pending[] = [];
+  #running = false;
+  #closed = false;
+  #idle: Promise<void> = Promise.resolve();
+
+  constructor(opts: GroupCommitProducerOptions) {
+    this.#opts = opts;
+  }
+
+  async connect(): Promise<void> {
+    await this.#ensureProducer();
+  }
+
+  /** Resolves once every message is durably committed; rejects with KafkaUnavailableError otherwise. */
+  send(topic: string, messages: Message[]): Promise<void> {
+    if (this.#closed) return Promise.reject(new KafkaUnavailableError('producer is shutting down'));
+    return new Promise<void>((resolve, reject) => {
+      this.#queue.push({ topic, messages, resolve, reject });
+      if (!this.#running) {
+        this.#running = true;
+        this.#idle = this.#drain();
+      }
+    });
+  }
+
+  /** Stops taking new records, finishes what is queued, disconnects. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    await this.#idle;
+    await this.#producer?.disconnect().catch(() => undefined);
+    this.#producer = undefined;
+  }
+
+  async #drain(): Promise<void> {
+    try {
+      while (this.#queue.length > 0) {
+        if (this.#opts.lingerMs > 0) await sleep(this.#opts.lingerMs);
+        const group = this.#take();
+        await this.#commitGroup(group);
+      }
+    } finally {
+      this.#running = false;
+    }
+  }
+
+  #take(): Pending[] {
+    const max = this.#opts.maxMessages ?? 10000;
+    const group: Pending[] = [];
+    let count = 0;
+    while (this.#queue.length > 0 && (group.length === 0 || count + this.#queue[0]!.messages.length <= max)) {
+      const next = this.#queue.shift()!;
+      group.push(next);
+      count += next.messages.length;
+    }
+    return group;
+  }
+
+  async #commitGroup(group: Pending[]): Promise<void> {
+    const started = performance.now();
+    const count = group.reduce((n, p) => n + p.messages.length, 0);
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      const attempt = this.#transact(group);
+      // The outcome is unknown past the timeout; the transaction is aborted
+      // below so that a 503 means "not accepted" whenever Kafka can be told.
+      const timeout = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`no acknowledgement within ${this.#opts.timeoutMs} ms`)), this.#opts.timeoutMs);
+      });
+      attempt.catch(() => undefined);
+      await Promise.race([attempt, timeout]);
+      this.#opts.onCommit?.(count, performance.now() - started);
+      for (const p of group) p.resolve();
+    } catch (err) {
+      const cause = err instanceof Error ? err.message : String(err);
+      this.#opts.log.warn({ err: { message: cause }, messages: count }, 'kafka_produce_failed');
+      const failure = new KafkaUnavailableError(`Kafka did not acknowledge the events: ${cause}`);
+      for (const p of group) p.reject(failure);
+      await this.#reset();
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async #transact(group: Pending[]): Promise<void> {
+    const producer = await this.#ensureProducer();
+    const tx = await producer.transaction();
+    try {
+      const byTopic = new Map<string, Message[]>();
+      for (const p of group) {
+        const list = byTopic.get(p.topic) ?? [];
+        for (const m of p.messages) list.push(m);
+        byTopic.set(p.topic, list);
+      }
+      await tx.sendBatch({ acks: -1, topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages })) });
+      await tx.commit();
+    } catch (err) {
+      await tx.abort().catch(() => undefined);
+      throw err;
+    }
+  }
+
+  async #ensureProducer(): Promise<Producer> {
+    if (this.#producer) return this.#producer;
+    const producer = this.#opts.kafka.producer({
+      transactionalId: `ingest-${randomUUID()}`,
+      idempotent: true,
+      maxInFlightRequests: 1,
+      transactionTimeout: 30000,
+      retry: { retries: 2, initialRetryTime: 100, maxRetryTime: 1000 },
+    });
+    await producer.connect();
+    this.#producer = producer;
+    return producer;
+  }
+
+  /** A producer whose transaction failed is replaced: its state is unknown. */
+  async #reset(): Promise<void> {
+    const old = this.#producer;
+    this.#producer = undefined;
+    await old?.disconnect().catch(() => undefined);
+  }
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -1,0 +1,68 @@
+import type { Admin, ITopicConfig } from 'kafkajs';
+
+/** Logical names of every topic the service owns. */
+export const TOPIC_BASE = {
+  playerEvents: 'player.events.v1',
+  tenants: 'config.tenants.v1',
+  apiKeys: 'config.api-keys.v1',
+  videos: 'config.videos.v1',
+  apiKeyUsage: 'api-keys.usage.v1',
+} as const;
+
+export type TopicKey = keyof typeof TOPIC_BASE;
+export type Topics = Record<TopicKey, string>;
+
+/** Config topics, compacted, read whole by every process. */
+export const CONFIG_KINDS = ['tenants', 'apiKeys', 'videos', 'apiKeyUsage'] as const satisfies readonly TopicKey[];
+export type ConfigKind = (typeof CONFIG_KINDS)[number];
+
+/**
+ * Topic names under an optional prefix (KAFKA_TOPIC_PREFIX), so several
+ * deployments or test runs can share one cluster. Consumer groups take the
+ * same prefix.
+ */
+export function topicNames(prefix = ''): Topics {
+  return Object.fromEntries(Object.entries(TOPIC_BASE).map(([k, v]) => [k, `${prefix}${v}`])) as Topics;
+}
+
+/**
+ * Topic definitions. Player events are the source of truth the read model is
+ * rebuilt from, so they are kept (retention -1) until an operator decides
+ * otherwise; config topics are compacted: the latest record per key wins and
+ * a tombstone deletes.
+ */
+export function topicDefinitions(topics: Topics, partitions: number): ITopicConfig[] {
+  const compacted = (topic: string): ITopicConfig => ({
+    topic,
+    numPartitions: 1,
+    replicationFactor: -1,
+    configEntries: [
+      { name: 'cleanup.policy', value: 'compact' },
+      { name: 'min.compaction.lag.ms', value: '0' },
+      { name: 'segment.ms', value: String(60 * 60 * 1000) },
+    ],
+  });
+  return [
+    {
+      topic: topics.playerEvents,
+      numPartitions: partitions,
+      replicationFactor: -1,
+      configEntries: [{ name: 'retention.ms', value: '-1' }],
+    },
+    ...CONFIG_KINDS.map((k) => compacted(topics[k])),
+  ];
+}
+
+/** Creates missing topics; existing ones are left as they are. */
+export async function ensureTopics(admin: Admin, defs: ITopicConfig[]): Promise<void> {
+  const existing = new Set(await admin.listTopics());
+  const missing = defs.filter((d) => !existing.has(d.topic));
+  if (missing.length === 0) return;
+  try {
+    await admin.createTopics({ topics: missing, waitForLeaders: true });
+  } catch (err) {
+    // Another process may have created them between list and create.
+    const now = new Set(await admin.listTopics());
+    if (missing.some((d) => !now.has(d.topic))) throw err;
+  }
+}

@@ -1,0 +1,63 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** Prometheus metrics of one process; built by the composition root, passed down. */
+export function createMetrics() {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  const m = {
+    registry,
+    httpRequests: new Counter({
+      name: 'http_requests_total',
+      help: 'HTTP requests by route and status',
+      labelNames: ['method', 'route', 'status'] as const,
+      registers: [registry],
+    }),
+    httpDuration: new Histogram({
+      name: 'http_request_duration_seconds',
+      help: 'HTTP request latency',
+      labelNames: ['method', 'route'] as const,
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers: [registry],
+    }),
+    ingestEvents: new Counter({
+      name: 'ingest_events_total',
+      help: 'Events accepted (acknowledged by Kafka) by intake path',
+      labelNames: ['path'] as const,
+      registers: [registry],
+    }),
+    ingestRejected: new Counter({
+      name: 'ingest_requests_rejected_total',
+      help: 'Intake requests refused, by reason',
+      labelNames: ['reason'] as const,
+      registers: [registry],
+    }),
+    produceDuration: new Histogram({
+      name: 'kafka_produce_commit_duration_seconds',
+      help: 'Time for one group-commit transaction to be acknowledged',
+      buckets: [0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers: [registry],
+    }),
+    consumerLag: new Gauge({
+      name: 'kafka_consumer_lag',
+      help: 'Messages between the last processed offset and the high watermark',
+      labelNames: ['group', 'topic', 'partition'] as const,
+      registers: [registry],
+    }),
+    batchSize: new Histogram({
+      name: 'projector_batch_size',
+      help: 'Messages per ClickHouse insert',
+      buckets: [1, 10, 50, 100, 500, 1000, 5000, 10000, 50000],
+      registers: [registry],
+    }),
+    insertDuration: new Histogram({
+      name: 'clickhouse_insert_duration_seconds',
+      help: 'ClickHouse insert latency',
+      labelNames: ['table'] as const,
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+      registers: [registry],
+    }),
+  };
+  return m;
+}
+
+export type Metrics = ReturnType<typeof createMetrics>;
