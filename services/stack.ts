@@ -10,7 +10,7 @@ import { buildHttpApp } from '../shared/http/app.ts';
 import { apiKeyAuth } from '../shared/http/api-key-auth.ts';
 import { FixedWindowRateLimiter } from '../shared/http/rate-limit.ts';
 import { GroupCommitProducer } from '../shared/kafka/group-commit-producer.ts';
-import { createKafka } from '../shared/kafka/kafka.ts';
+import { createKafka, waitForCoordinator } from '../shared/kafka/kafka.ts';
 import { ensureTopics, topicDefinitions, topicNames } from '../shared/kafka/topics.ts';
 import type { Logger } from '../shared/logger.ts';
 import { createMetrics } from '../shared/metrics.ts';
@@ -84,6 +84,7 @@ export async function startStack(config: Config, log: Logger): Promise<Stack> {
     await admin.connect();
     stoppers.push({ name: 'kafka-admin', stop: () => admin.disconnect() });
     await ensureTopics(admin, topicDefinitions(topics, config.KAFKA_TOPIC_PARTITIONS));
+    await waitForCoordinator(admin);
 
     let clickhouse: ClickHouseClient | undefined;
     let clickhouseDescribe = 'not used by these services';

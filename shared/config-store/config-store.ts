@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Admin, Consumer, Kafka, KafkaMessage, Producer } from 'kafkajs';
+import { Partitioners, type Admin, type Consumer, type Kafka, type KafkaMessage, type Producer } from 'kafkajs';
 import type { SchemaRegistry, Subject } from '../../schemas/registry.ts';
 import type { ApiKeyRecord, ApiKeyUsageRecord, TenantRecord, VideoRecord } from '../../schemas/records.ts';
 import { CONFIG_KINDS, type ConfigKind, type Topics } from '../kafka/topics.ts';
@@ -168,7 +168,7 @@ export class ConfigWriter {
   readonly #topics: Topics;
 
   constructor(opts: { kafka: Kafka; store: ConfigStore; registry: SchemaRegistry; topics: Topics }) {
-    this.#producer = opts.kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
+    this.#producer = opts.kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
     this.#store = opts.store;
     this.#registry = opts.registry;
     this.#topics = opts.topics;

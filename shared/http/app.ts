@@ -27,11 +27,12 @@ const CORS_PATHS = ['/v1/collect'];
  */
 export async function buildHttpApp(opts: { log: Logger; metrics: Metrics; bodyLimit: number; version: string }) {
   const app = Fastify({
-    loggerInstance: opts.log.child({ component: 'http' }),
+    // NOTE: warn level: one info line per request would dominate the log at
+    // intake rates; failures are logged by the hooks below.
+    loggerInstance: opts.log.child({ component: 'http' }, { level: 'warn' }),
     bodyLimit: opts.bodyLimit,
     genReqId: () => `req_${randomBytes(9).toString('base64url')}`,
     requestIdHeader: false,
-    disableRequestLogging: true,
     trustProxy: false,
     routerOptions: { ignoreTrailingSlash: true },
   }).withTypeProvider<ZodTypeProvider>();

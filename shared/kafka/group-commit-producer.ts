@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Kafka, Message, Producer } from 'kafkajs';
+import { Partitioners, type Kafka, type Message, type Producer } from 'kafkajs';
 import type { Logger } from '../logger.ts';
 
 /** Kafka did not take the records; none of them will be seen by consumers. */
@@ -140,6 +140,7 @@ export class GroupCommitProducer {
   async #ensureProducer(): Promise<Producer> {
     if (this.#producer) return this.#producer;
     const producer = this.#opts.kafka.producer({
+      createPartitioner: Partitioners.DefaultPartitioner,
       transactionalId: `ingest-${randomUUID()}`,
       idempotent: true,
       maxInFlightRequests: 1,

@@ -1,4 +1,4 @@
-import { Kafka, logLevel, type LogEntry } from 'kafkajs';
+import { Kafka, logLevel, type Admin, type LogEntry } from 'kafkajs';
 import type { Logger } from '../logger.ts';
 
 /**
@@ -24,4 +24,22 @@ export function createKafka(opts: { brokers: string[]; clientId: string; log: Lo
         else log.debug(fields, message);
       },
   });
+}
+
+/**
+ * Waits until the group coordinator answers: on a fresh broker it is still
+ * loading __consumer_offsets for a moment, and consumers that join then crash
+ * and restart with noisy errors.
+ */
+export async function waitForCoordinator(admin: Admin, timeoutMs = 30000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      const { groups } = await admin.describeGroups(['coordinator-probe']);
+      if (groups.length > 0) return;
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
 }
