@@ -19,7 +19,11 @@ export function createKafka(opts: { brokers: string[]; clientId: string; log: Lo
       ({ level, log: entry }: LogEntry) => {
         const { message, ...rest } = entry;
         const fields = { namespace: entry.namespace, broker: rest.broker, error: rest.error };
-        if (level <= logLevel.ERROR) log.error(fields, message);
+        // NOTE: kafkajs logs every retriable error response (coordinator
+        // loading, leader moved) at ERROR and then retries; those are debug
+        // noise. Real failures surface as crashes or failed sends.
+        if (message.startsWith('Response ')) log.debug(fields, message);
+        else if (level <= logLevel.ERROR) log.error(fields, message);
         else if (level === logLevel.WARN) log.warn(fields, message);
         else log.debug(fields, message);
       },

@@ -1,0 +1,17 @@
+import { defineConfig } from 'vitest/config';
+
+// NOTE: the forks pool is required: libchdb binds one data directory per
+// process, so every test file runs in its own process with its own database.
+export default defineConfig({
+  test: {
+    pool: 'forks',
+    maxWorkers: 2,
+    include: ['**/*.test.ts'],
+    exclude: ['**/node_modules/**', '.data/**', '.cache/**', 'test-output/**'],
+    globalSetup: ['test/global-setup.ts'],
+    testTimeout: 60_000,
+    hookTimeout: 240_000,
+    teardownTimeout: 60_000,
+    reporters: ['default'],
+  },
+});
