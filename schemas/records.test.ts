@@ -1,0 +1,79 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import avro from 'avsc';
+import { describe, expect, it } from 'vitest';
+import { ApiKeyRecord, ApiKeyUsageRecord, PlayerEventRecord, TenantRecord, VideoRecord } from './records.ts';
+import { SchemaDecodeError, SchemaRegistry, type Subject } from './registry.ts';
+
+const registry = SchemaRegistry.fromManifest();
+const avsc = (file: string) => avro.Type.forSchema(JSON.parse(readFileSync(join(import.meta.dirname, 'avro', file), 'utf8')));
+
+const playerEvent: PlayerEventRecord = {
+  event_id: '3f1c2b8e-4b1a-4c55-9a57-0d7f8f7d2c11',
+  tenant_id: 'a9e4d1b2-5c6f-4e7a-8b9c-0d1e2f3a4b5c',
+  video_id: '0f8fad5b-d9cb-469f-a165-70867728950e',
+  session_id: 'ses_abc',
+  visitor_id: 'vis_xyz',
+  event_name: 'heartbeat',
+  timestamp: 1_763_700_000_123,
+  received_at: 1_763_700_000_456,
+  current_time: 12.5,
+  duration: 120,
+  watched_percentage: 10.4,
+  play_ms: 5000,
+  focus_ms: 4000,
+  seek_from: null,
+  seek_to: null,
+  utm_source: 'newsletter',
+  utm_campaign: null,
+  ctwa_clid: null,
+  external_lead_id: 'lead-1',
+  source: 'player',
+  conversion_value: null,
+  conversion_currency: null,
+};
+
+const fixtures: [Subject, { parse(v: unknown): unknown }, object][] = [
+  ['player-event', PlayerEventRecord, playerEvent],
+  ['tenant', TenantRecord, { id: playerEvent.tenant_id, name: 'Acme', player_key: 'pk_abc123', created_at: 1 }],
+  [
+    'api-key',
+    ApiKeyRecord,
+    { id: playerEvent.event_id, tenant_id: playerEvent.tenant_id, name: 'ci', prefix: 'sk_abcdef', key_hash: 'a'.repeat(64), created_at: 1, revoked_at: null },
+  ],
+  ['api-key-usage', ApiKeyUsageRecord, { key_id: playerEvent.event_id, tenant_id: playerEvent.tenant_id, last_used_at: 5 }],
+  ['video', VideoRecord, { id: playerEvent.video_id, tenant_id: playerEvent.tenant_id, title: 'Demo', duration_sec: 120, created_at: 2 }],
+];
+
+describe('schemas', () => {
+  it.each(fixtures)('%s: the Avro and zod schemas accept the same fixture and round-trip it', (subject, zod, value) => {
+    expect(zod.parse(value)).toEqual(value);
+    const bytes = registry.encode(subject, value);
+    expect(bytes[0]).toBe(0);
+    expect(bytes.readUInt32BE(1)).toBe(registry.writerId(subject));
+    expect(registry.decode(subject, bytes)).toEqual(value);
+  });
+
+  it('both refuse the same broken fixture', () => {
+    const broken = { ...playerEvent, watched_percentage: 'ten' };
+    expect(PlayerEventRecord.safeParse(broken).success).toBe(false);
+    expect(() => registry.encode('player-event', broken)).toThrow();
+  });
+
+  it('reads a record written by the old v1 writer with the newer v2 reader', () => {
+    const v1 = avsc('player-event.v1.avsc');
+    const { source: _s, conversion_value: _v, conversion_currency: _c, ...oldShape } = playerEvent;
+    const body = v1.toBuffer(oldShape);
+    const wire = Buffer.concat([Buffer.from([0, 0, 0, 0, 1]), body]); // magic 0, schema id 1 (v1)
+    const read = registry.decode<PlayerEventRecord>('player-event', wire);
+    expect(read).toEqual({ ...oldShape, source: 'player', conversion_value: null, conversion_currency: null });
+    expect(PlayerEventRecord.parse(read)).toEqual(read);
+  });
+
+  it('refuses bytes that are not a known schema of the subject', () => {
+    expect(() => registry.decode('player-event', Buffer.from([1, 0, 0, 0, 2]))).toThrow(SchemaDecodeError);
+    expect(() => registry.decode('player-event', Buffer.from([0, 0, 0, 0, 99, 1]))).toThrow(/unknown schema id 99/);
+    const tenant = registry.encode('tenant', fixtures[1]![2]);
+    expect(() => registry.decode('player-event', tenant)).toThrow(/is tenant/);
+  });
+});

@@ -1,0 +1,28 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from './config.ts';
+
+describe('configuration', () => {
+  it('has defaults for a local run', () => {
+    const c = loadConfig({});
+    expect(c).toMatchObject({ PORT: 3000, DATA_DIR: '.data', SERVICES: ['ingest', 'projector', 'api', 'admin'], RATE_LIMIT_PER_MINUTE: 1000 });
+    expect(c.KAFKA_BROKERS).toBeUndefined();
+    expect(c.CLICKHOUSE_URL).toBeUndefined();
+  });
+
+  it('parses lists', () => {
+    const c = loadConfig({ KAFKA_BROKERS: 'a:9092, b:9092', SERVICES: 'api,projector' });
+    expect(c.KAFKA_BROKERS).toEqual(['a:9092', 'b:9092']);
+    expect(c.SERVICES).toEqual(['api', 'projector']);
+  });
+
+  it('names every bad variable', () => {
+    try {
+      loadConfig({ PORT: 'eighty', CLICKHOUSE_URL: 'not a url', SERVICES: 'api,mailer', ADMIN_TOKEN: 'short' });
+      expect.unreachable();
+    } catch (err) {
+      expect(err).toBeInstanceOf(ConfigError);
+      const msg = (err as Error).message;
+      for (const name of ['PORT', 'CLICKHOUSE_URL', 'SERVICES', 'ADMIN_TOKEN']) expect(msg).toContain(name);
+    }
+  });
+});
