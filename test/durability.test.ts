@@ -1,15 +1,11 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { startLocalBroker } from '../infra/kafka/local-broker.ts';
+import { startServiceProcess } from './helpers/process.ts';
 import { TestStack, eventually } from './helpers/stack.ts';
-
-const ROOT = resolve(import.meta.dirname, '..');
-const NODE = process.execPath;
 
 interface Sent {
   visitor: string;
@@ -62,37 +58,6 @@ function streamEvents(url: string, playerKey: string, videoId: string, opts: { s
     acked: () => sent.filter((s) => s.status === 202).flatMap((s) => s.visitors),
     statuses: () => sent.map((s) => s.status),
   };
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const srv = net.createServer();
-    srv.once('error', rej);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => res(port));
-    });
-  });
-}
-
-/** Runs `npm start`'s entry point as a child process, the way an operator would. */
-async function startServiceProcess(env: Record<string, string>): Promise<{ child: ChildProcess; url: string; output: () => string }> {
-  const port = await freePort();
-  let output = '';
-  const child = spawn(NODE, ['services/main.ts'], {
-    cwd: ROOT,
-    env: { ...process.env, ...env, PORT: String(port), LOG_LEVEL: 'warn' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  child.stdout!.on('data', (d) => (output += d));
-  child.stderr!.on('data', (d) => (output += d));
-  const url = `http://127.0.0.1:${port}`;
-  await eventually(async () => {
-    if (child.exitCode !== null) throw new Error(`service exited: ${output}`);
-    const res = await fetch(`${url}/readyz`);
-    return res.status === 200 ? true : undefined;
-  }, 60_000, 200);
-  return { child, url, output: () => output };
 }
 
 describe('no loss, no duplicates', () => {
