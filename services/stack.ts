@@ -89,7 +89,7 @@ export async function startStack(config: Config, log: Logger): Promise<Stack> {
     let clickhouse: ClickHouseClient | undefined;
     let clickhouseDescribe = 'not used by these services';
     if (services.has('api') || services.has('projector')) {
-      const ch = createClickHouse({
+      const ch = await createClickHouse({
         url: config.CLICKHOUSE_URL,
         username: config.CLICKHOUSE_USER,
         password: config.CLICKHOUSE_PASSWORD,

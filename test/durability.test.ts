@@ -74,7 +74,7 @@ describe('no loss, no duplicates', () => {
       KAFKA_TOPIC_PARTITIONS: '3',
       DATA_DIR: dataDir,
       ADMIN_TOKEN: `adm_${randomBytes(16).toString('hex')}`,
-      ...(inject('clickhouseUrl') ? { CLICKHOUSE_URL: inject('clickhouseUrl')! } : {}),
+      ...(inject('clickhouseUrl') ? { CLICKHOUSE_URL: inject('clickhouseUrl')!, CLICKHOUSE_DATABASE: `db_${randomBytes(4).toString('hex')}` } : {}),
     };
     let proc = await startServiceProcess(env);
     cleanups.push(() => {

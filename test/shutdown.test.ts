@@ -18,7 +18,7 @@ describe('graceful shutdown', () => {
       DATA_DIR: dataDir,
       ADMIN_TOKEN: `adm_${randomBytes(16).toString('hex')}`,
       LOG_LEVEL: 'info',
-      ...(inject('clickhouseUrl') ? { CLICKHOUSE_URL: inject('clickhouseUrl')! } : {}),
+      ...(inject('clickhouseUrl') ? { CLICKHOUSE_URL: inject('clickhouseUrl')!, CLICKHOUSE_DATABASE: `db_${randomBytes(4).toString('hex')}` } : {}),
     };
     let proc = await startServiceProcess(env);
     const post = (url: string, path: string, body: unknown, headers: Record<string, string>) =>

@@ -19,9 +19,18 @@ export interface ClickHouseTarget {
  * The one place a ClickHouse client is built: a server when a URL is given,
  * else embedded chdb (libchdb binds one data directory per process).
  */
-export function createClickHouse(target: ClickHouseTarget): { client: ClickHouseClient; mode: 'server' | 'embedded'; describe: string } {
+export async function createClickHouse(target: ClickHouseTarget): Promise<{ client: ClickHouseClient; mode: 'server' | 'embedded'; describe: string }> {
   if (target.url) {
     const url = new URL(target.url);
+    if (target.database && target.database !== 'default') {
+      // The client's database must exist before the client can use it.
+      const bootstrap = createClient({ url: target.url, username: target.username, password: target.password });
+      try {
+        await bootstrap.command({ query: `CREATE DATABASE IF NOT EXISTS ${target.database}` });
+      } finally {
+        await bootstrap.close();
+      }
+    }
     const client = createClient({
       url: target.url,
       username: target.username,

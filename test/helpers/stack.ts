@@ -55,7 +55,8 @@ export class TestStack {
       PORT: '0',
       ADMIN_TOKEN: `adm_${randomBytes(16).toString('hex')}`,
       LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'error',
-      ...(clickhouseUrl ? { CLICKHOUSE_URL: clickhouseUrl, CLICKHOUSE_DATABASE: 'default' } : {}),
+      // With a ClickHouse server shared by the run, each file gets a database of its own.
+      ...(clickhouseUrl ? { CLICKHOUSE_URL: clickhouseUrl, CLICKHOUSE_DATABASE: topicPrefix.replace('.', '') } : {}),
       ...env,
     });
     const stack = await startStack(config, createLogger({ level: config.LOG_LEVEL }));
