@@ -68,3 +68,65 @@ export const VideoRecord = z.object({
   created_at: millis,
 });
 export type VideoRecord = z.infer<typeof VideoRecord>;
+
+export const DestinationRecord = z.object({
+  id: uuid,
+  tenant_id: uuid,
+  kind: z.enum(['webhook', 'integration']),
+  name: z.string().min(1),
+  url: z.url(),
+  events: z.array(z.string()),
+  secret_enc: nullableString,
+  secret_hint: nullableString,
+  created_at: millis,
+  updated_at: millis,
+});
+export type DestinationRecord = z.infer<typeof DestinationRecord>;
+
+export const DeliveryRecord = z.object({
+  delivery_id: uuid,
+  tenant_id: uuid,
+  destination_id: uuid,
+  event_id: uuid,
+  event_name: z.string().min(1),
+  body: z.string(),
+  attempt: z.number().int().min(1),
+  due_at: millis,
+  created_at: millis,
+  origin: z.enum(['event', 'test', 'reprocess']),
+});
+export type DeliveryRecord = z.infer<typeof DeliveryRecord>;
+
+export const DeliveryState = z.enum(['pending', 'retrying', 'succeeded', 'failed']);
+export type DeliveryState = z.infer<typeof DeliveryState>;
+
+export const WebhookAttemptRecord = z.object({
+  delivery_id: uuid,
+  tenant_id: uuid,
+  destination_id: uuid,
+  event_id: uuid,
+  event_name: z.string().min(1),
+  attempt: z.number().int().min(0),
+  state: DeliveryState,
+  started_at: millis.nullable(),
+  duration_ms: z.number().int().nullable(),
+  status_code: z.number().int().nullable(),
+  error_class: nullableString,
+  next_attempt_at: millis.nullable(),
+  delivery_created_at: millis,
+  recorded_at: millis,
+  body: z.string(),
+});
+export type WebhookAttemptRecord = z.infer<typeof WebhookAttemptRecord>;
+
+export const SecurityEventRecord = z.object({
+  id: uuid,
+  kind: z.enum(['webhook_missing_secret', 'integration_missing_webhook_secret']),
+  tenant_id: uuid,
+  endpoint_id: uuid,
+  host: z.string().min(1),
+  event_id: nullableString,
+  event_name: nullableString,
+  occurred_at: millis,
+});
+export type SecurityEventRecord = z.infer<typeof SecurityEventRecord>;

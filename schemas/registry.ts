@@ -4,7 +4,16 @@ import { fileURLToPath } from 'node:url';
 import avro from 'avsc';
 
 /** Subjects with a schema in the manifest. */
-export type Subject = 'player-event' | 'tenant' | 'api-key' | 'api-key-usage' | 'video';
+export type Subject =
+  | 'player-event'
+  | 'tenant'
+  | 'api-key'
+  | 'api-key-usage'
+  | 'video'
+  | 'destination'
+  | 'delivery'
+  | 'webhook-attempt'
+  | 'security-event';
 
 interface ManifestEntry {
   id: number;

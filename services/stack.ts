@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import type { Admin } from 'kafkajs';
+import { Partitioners, type Admin } from 'kafkajs';
 import { SchemaRegistry } from '../schemas/registry.ts';
 import { createClickHouse, migrate, type ClickHouseClient } from '../shared/clickhouse/clickhouse.ts';
 import type { Config } from '../shared/config.ts';
@@ -20,6 +20,11 @@ import { EventsRepository } from './api/events.repository.ts';
 import { startApi } from './api/api.service.ts';
 import { startIngest } from './ingest/ingest.service.ts';
 import { startProjector } from './projector/projector.service.ts';
+import { startFanout } from './fanout/fanout.service.ts';
+import { DeliveryLogRepository } from './admin/delivery-log.repository.ts';
+import { SecretBox } from '../shared/secrets.ts';
+import { HttpsDeliveryClient } from '../shared/webhooks/https-delivery.ts';
+import { parseCidrList } from '../shared/webhooks/address-policy.ts';
 
 const VERSION = '0.1.0';
 
@@ -49,6 +54,9 @@ export async function startStack(config: Config, log: Logger): Promise<Stack> {
   mkdirSync(dataDir, { recursive: true });
   const adminToken = config.ADMIN_TOKEN ?? persistentSecret(join(dataDir, 'admin-token'), 'adm_');
   const cursorSecret = config.CURSOR_SECRET ?? persistentSecret(join(dataDir, 'cursor-secret'), '');
+  const secrets = SecretBox.fromString(config.SECRETS_KEY ?? persistentSecret(join(dataDir, 'secrets-key'), ''));
+  const allowList = parseCidrList(config.WEBHOOK_ALLOWED_CIDRS);
+  const extraCaPem = config.WEBHOOK_CA_FILE ? readFileSync(config.WEBHOOK_CA_FILE, 'utf8') : undefined;
   const services = new Set(config.SERVICES);
   const stoppers: Stoppable[] = [];
   const stopAll = async () => {
@@ -88,7 +96,7 @@ export async function startStack(config: Config, log: Logger): Promise<Stack> {
 
     let clickhouse: ClickHouseClient | undefined;
     let clickhouseDescribe = 'not used by these services';
-    if (services.has('api') || services.has('projector')) {
+    if (services.has('api') || services.has('projector') || services.has('admin')) {
       const ch = await createClickHouse({
         url: config.CLICKHOUSE_URL,
         username: config.CLICKHOUSE_USER,
@@ -132,6 +140,28 @@ export async function startStack(config: Config, log: Logger): Promise<Stack> {
       health.push({ name: 'projector', healthy: () => p.healthy });
     }
 
+    if (services.has('fanout')) {
+      const client = new HttpsDeliveryClient({ timeoutMs: config.WEBHOOK_TIMEOUT_MS, extraCaPem, allowList });
+      stoppers.push({ name: 'webhook-client', stop: async () => client.close() });
+      const fanout = await startFanout({
+        kafka,
+        registry,
+        store,
+        topics,
+        groupPrefix: config.KAFKA_TOPIC_PREFIX,
+        secrets,
+        client,
+        delaysMs: config.WEBHOOK_RETRY_DELAYS_S.map((s) => s * 1000),
+        log,
+        metrics,
+        maxInFlight: config.FANOUT_MAX_IN_FLIGHT,
+        perDestinationConcurrency: config.FANOUT_PER_DESTINATION_CONCURRENCY,
+        perDestinationQueue: config.FANOUT_PER_DESTINATION_QUEUE,
+      });
+      stoppers.push({ name: 'fanout', stop: () => fanout.stop() });
+      health.push({ name: 'fanout', healthy: () => fanout.healthy });
+    }
+
     let producer: GroupCommitProducer | undefined;
     const httpServices: Stoppable[] = [];
     if (services.has('ingest')) {
@@ -151,7 +181,19 @@ export async function startStack(config: Config, log: Logger): Promise<Stack> {
       httpServices.push({ name: 'api', ...startApi({ app, store, events: new EventsRepository(clickhouse!), cursorSecret, apiKeyAuth: auth }) });
     }
     if (services.has('admin')) {
-      httpServices.push({ name: 'admin', ...startAdmin({ app, store, writer, adminToken }) });
+      const adminProducer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
+      await adminProducer.connect();
+      stoppers.push({ name: 'admin-producer', stop: () => adminProducer.disconnect() });
+      httpServices.push({
+        name: 'admin',
+        ...startAdmin({
+          app,
+          store,
+          writer,
+          adminToken,
+          webhooks: { registry, producer: adminProducer, topics, secrets, log: new DeliveryLogRepository(clickhouse!), cursorSecret },
+        }),
+      });
     }
 
     app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 
-export const SERVICE_NAMES = ['ingest', 'projector', 'api', 'admin'] as const;
+export const SERVICE_NAMES = ['ingest', 'projector', 'fanout', 'api', 'admin'] as const;
 export type ServiceName = (typeof SERVICE_NAMES)[number];
 
 const intFrom = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
@@ -40,6 +40,23 @@ export const ConfigSchema = z.object({
   PROJECTOR_FLUSH_MS: intFrom(100, 1),
   PROJECTOR_MAX_ROWS: intFrom(20000, 1),
   SHUTDOWN_TIMEOUT_MS: intFrom(15000, 100),
+  WEBHOOK_RETRY_DELAYS_S: z
+    .string()
+    .default('60,300,1800')
+    .transform((v) => v.split(',').map((s) => Number(s.trim())))
+    .pipe(z.array(z.number().positive().max(7 * 24 * 3600)).length(3, 'three delays, one per retry tier (seconds)')),
+  WEBHOOK_TIMEOUT_MS: intFrom(10000, 1),
+  WEBHOOK_CA_FILE: optionalString,
+  WEBHOOK_ALLOWED_CIDRS: z.string().default(''),
+  SECRETS_KEY: optionalString.pipe(
+    z
+      .string()
+      .regex(/^(?:[0-9a-fA-F]{64}|[A-Za-z0-9+/_-]{43}=?)$/, 'must be 32 bytes as 64 hex characters or base64')
+      .optional(),
+  ),
+  FANOUT_MAX_IN_FLIGHT: intFrom(256, 1),
+  FANOUT_PER_DESTINATION_CONCURRENCY: intFrom(8, 1),
+  FANOUT_PER_DESTINATION_QUEUE: intFrom(200, 1),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 

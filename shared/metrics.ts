@@ -56,6 +56,29 @@ export function createMetrics() {
       buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
       registers: [registry],
     }),
+    webhookAttempts: new Counter({
+      name: 'webhook_attempts_total',
+      help: 'Webhook delivery attempts by outcome (succeeded, retrying, failed) and error class',
+      labelNames: ['outcome', 'error_class'] as const,
+      registers: [registry],
+    }),
+    webhookAttemptDuration: new Histogram({
+      name: 'webhook_attempt_duration_seconds',
+      help: 'Webhook attempt latency up to the response status and headers',
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers: [registry],
+    }),
+    webhookInFlight: new Gauge({
+      name: 'webhook_deliveries_in_flight',
+      help: 'Deliveries taken from Kafka and not yet done or handed to a retry tier',
+      registers: [registry],
+    }),
+    securityEvents: new Counter({
+      name: 'security_events_total',
+      help: 'Security events recorded, by kind',
+      labelNames: ['kind'] as const,
+      registers: [registry],
+    }),
   };
   return m;
 }

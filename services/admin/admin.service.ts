@@ -7,12 +7,15 @@ import type { ConfigStore, ConfigWriter } from '../../shared/config-store/config
 import type { App } from '../../shared/http/app.ts';
 import { ApiError } from '../../shared/http/errors.ts';
 import { hashApiKey, keyPrefix, newApiKey, newId, newPlayerKey, toVideoId } from '../../shared/ids.ts';
+import { registerWebhookAdmin, type WebhookAdminDeps } from './webhooks.routes.ts';
 
 export interface AdminDeps {
   app: App;
   store: ConfigStore;
   writer: ConfigWriter;
   adminToken: string;
+  /** Destinations, delivery log, reprocessing, security events. */
+  webhooks: Omit<WebhookAdminDeps, 'app' | 'store' | 'writer' | 'authenticate' | 'now'>;
   now?: () => number;
 }
 
@@ -179,6 +182,8 @@ export function startAdmin(deps: AdminDeps): { stop(): Promise<void> } {
       return { data: videos.map(videoView), next_cursor: null };
     },
   );
+
+  registerWebhookAdmin({ ...deps.webhooks, app: deps.app, store: deps.store, writer: deps.writer, authenticate, now: deps.now });
 
   return { async stop() {} };
 }

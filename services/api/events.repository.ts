@@ -21,7 +21,7 @@ export class EventsRepository {
   async page(q: { tenantId: string; videoId: string; sinceMs: number; after?: { ts: number; id: string }; limit: number }): Promise<EventRow[]> {
     const rs = await this.#ch.query({
       query: `
-        SELECT event_name, visitor_id, toUnixTimestamp64Milli(timestamp) AS ts, toString(event_id) AS event_id
+        SELECT event_name, visitor_id, toUnixTimestamp64Milli(timestamp) AS ts, toString(event_id) AS id_text
         FROM events FINAL
         WHERE tenant_id = {tenant:UUID} AND video_id = {video:UUID}
           AND event_name NOT IN {signals:Array(String)}
@@ -40,8 +40,10 @@ export class EventsRepository {
       },
       format: 'JSONEachRow',
     });
-    const rows = await rs.json<{ event_name: string; visitor_id: string; ts: string | number; event_id: string }>();
-    return rows.map((r) => ({ ...r, ts: Number(r.ts) }));
+    // NOTE: the alias is not `event_id`: an alias shadows the column in
+    // WHERE and ORDER BY, and the keyset must compare UUIDs, not strings.
+    const rows = await rs.json<{ event_name: string; visitor_id: string; ts: string | number; id_text: string }>();
+    return rows.map((r) => ({ event_name: r.event_name, visitor_id: r.visitor_id, ts: Number(r.ts), event_id: r.id_text }));
   }
 
   /** The visitor's factor inputs per tenant that has seen them (for 403 vs 404). */

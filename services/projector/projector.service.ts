@@ -1,5 +1,5 @@
 import type { Kafka } from 'kafkajs';
-import type { PlayerEventRecord, VideoRecord } from '../../schemas/records.ts';
+import type { PlayerEventRecord, SecurityEventRecord, VideoRecord, WebhookAttemptRecord } from '../../schemas/records.ts';
 import type { SchemaRegistry } from '../../schemas/registry.ts';
 import { chTime, type ClickHouseClient } from '../../shared/clickhouse/clickhouse.ts';
 import { BatchConsumer, type ConsumedMessage } from '../../shared/kafka/batch-consumer.ts';
@@ -83,14 +83,58 @@ export async function startProjector(deps: ProjectorDeps) {
     onLag: (topic, partition, lag) => deps.metrics.consumerLag.set({ group: VIDEOS_GROUP, topic, partition: String(partition) }, lag),
   });
 
-  await Promise.all([events.start(), videos.start()]);
+  const nullableTime = (ms: number | null) => (ms === null ? null : chTime(ms));
+  const attempts = new BatchConsumer({
+    kafka: deps.kafka,
+    log,
+    groupId: `${deps.groupPrefix}projector-attempts`,
+    topics: [deps.topics.webhookAttempts],
+    flushMs: deps.flushMs,
+    maxMessages: deps.maxRows,
+    handle: async (messages) => {
+      const rows = messages.flatMap(({ message }) => {
+        if (!message.value) return [];
+        const a = deps.registry.decode<WebhookAttemptRecord>('webhook-attempt', message.value);
+        return [
+          {
+            ...a,
+            recorded_at: chTime(a.recorded_at),
+            started_at: nullableTime(a.started_at),
+            next_attempt_at: nullableTime(a.next_attempt_at),
+            delivery_created_at: chTime(a.delivery_created_at),
+          },
+        ];
+      });
+      if (rows.length > 0) await insert('webhook_attempts', rows);
+    },
+  });
+
+  const security = new BatchConsumer({
+    kafka: deps.kafka,
+    log,
+    groupId: `${deps.groupPrefix}projector-security`,
+    topics: [deps.topics.securityEvents],
+    flushMs: deps.flushMs,
+    maxMessages: 1000,
+    handle: async (messages) => {
+      const rows = messages.flatMap(({ message }) => {
+        if (!message.value) return [];
+        const e = deps.registry.decode<SecurityEventRecord>('security-event', message.value);
+        return [{ ...e, occurred_at: chTime(e.occurred_at) }];
+      });
+      if (rows.length > 0) await insert('security_events', rows);
+    },
+  });
+
+  const consumers = [events, videos, attempts, security];
+  await Promise.all(consumers.map((c) => c.start()));
   log.info('projector_started');
   return {
     get healthy() {
-      return events.healthy && videos.healthy;
+      return consumers.every((c) => c.healthy);
     },
     async stop() {
-      await Promise.all([events.stop(), videos.stop()]);
+      await Promise.all(consumers.map((c) => c.stop()));
     },
   };
 }

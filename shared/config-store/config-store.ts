@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Partitioners, type Admin, type Consumer, type Kafka, type KafkaMessage, type Producer } from 'kafkajs';
 import type { SchemaRegistry, Subject } from '../../schemas/registry.ts';
-import type { ApiKeyRecord, ApiKeyUsageRecord, TenantRecord, VideoRecord } from '../../schemas/records.ts';
+import type { ApiKeyRecord, ApiKeyUsageRecord, DestinationRecord, TenantRecord, VideoRecord } from '../../schemas/records.ts';
 import { CONFIG_KINDS, type ConfigKind, type Topics } from '../kafka/topics.ts';
 import type { Logger } from '../logger.ts';
 
@@ -10,6 +10,7 @@ const SUBJECT_OF: Record<ConfigKind, Subject> = {
   apiKeys: 'api-key',
   videos: 'video',
   apiKeyUsage: 'api-key-usage',
+  destinations: 'destination',
 };
 
 /**
@@ -23,6 +24,7 @@ export class ConfigStore {
   readonly apiKeys = new Map<string, ApiKeyRecord>();
   readonly videos = new Map<string, VideoRecord>();
   readonly usage = new Map<string, number>();
+  readonly destinations = new Map<string, DestinationRecord>();
   readonly #tenantByPlayerKey = new Map<string, TenantRecord>();
   readonly #keyByHash = new Map<string, ApiKeyRecord>();
   readonly #applied = new Map<ConfigKind, bigint>();
@@ -96,6 +98,10 @@ export class ConfigStore {
     return this.#keyByHash.get(hash);
   }
 
+  destinationsOf(tenantId: string): DestinationRecord[] {
+    return [...this.destinations.values()].filter((d) => d.tenant_id === tenantId);
+  }
+
   videosOf(tenantId: string): VideoRecord[] {
     return [...this.videos.values()].filter((v) => v.tenant_id === tenantId);
   }
@@ -134,6 +140,10 @@ export class ConfigStore {
             const u = value as ApiKeyUsageRecord;
             this.usage.set(id, Math.max(this.usage.get(id) ?? 0, u.last_used_at));
           } else this.usage.delete(id);
+          break;
+        case 'destinations':
+          if (value) this.destinations.set(id, value as DestinationRecord);
+          else this.destinations.delete(id);
           break;
         default: {
           const unreachable: never = kind;

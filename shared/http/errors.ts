@@ -9,6 +9,7 @@ export const ERRORS = {
   unauthorized: { status: 401, title: 'Missing or invalid credentials' },
   forbidden: { status: 403, title: 'Resource belongs to another tenant' },
   not_found: { status: 404, title: 'Not found' },
+  conflict: { status: 409, title: 'Conflict with the current state' },
   payload_too_large: { status: 413, title: 'Request body too large' },
   unsupported_media_type: { status: 415, title: 'Unsupported content type' },
   validation_failed: { status: 422, title: 'Invalid request' },

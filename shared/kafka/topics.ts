@@ -7,13 +7,24 @@ export const TOPIC_BASE = {
   apiKeys: 'config.api-keys.v1',
   videos: 'config.videos.v1',
   apiKeyUsage: 'api-keys.usage.v1',
+  destinations: 'config.destinations.v1',
+  retry1: 'webhooks.retry.1m',
+  retry2: 'webhooks.retry.5m',
+  retry3: 'webhooks.retry.30m',
+  webhooksManual: 'webhooks.manual.v1',
+  webhooksFailed: 'webhooks.failed.v1',
+  webhookAttempts: 'webhooks.attempts.v1',
+  securityEvents: 'security.events.v1',
 } as const;
+
+/** The retry tiers in order: attempt n+1 after a failed attempt n waits on RETRY_TIERS[n-1]. */
+export const RETRY_TIERS = ['retry1', 'retry2', 'retry3'] as const satisfies readonly TopicKey[];
 
 export type TopicKey = keyof typeof TOPIC_BASE;
 export type Topics = Record<TopicKey, string>;
 
 /** Config topics, compacted, read whole by every process. */
-export const CONFIG_KINDS = ['tenants', 'apiKeys', 'videos', 'apiKeyUsage'] as const satisfies readonly TopicKey[];
+export const CONFIG_KINDS = ['tenants', 'apiKeys', 'videos', 'apiKeyUsage', 'destinations'] as const satisfies readonly TopicKey[];
 export type ConfigKind = (typeof CONFIG_KINDS)[number];
 
 /**
@@ -50,6 +61,20 @@ export function topicDefinitions(topics: Topics, partitions: number): ITopicConf
       configEntries: [{ name: 'retention.ms', value: '-1' }],
     },
     ...CONFIG_KINDS.map((k) => compacted(topics[k])),
+    // Deliveries waiting for a retry, or queued by hand (Test, reprocess):
+    // kept 7 days, longer than the whole retry schedule.
+    ...(['retry1', 'retry2', 'retry3', 'webhooksManual'] as const).map((k) => ({
+      topic: topics[k],
+      numPartitions: partitions,
+      replicationFactor: -1,
+      configEntries: [{ name: 'retention.ms', value: String(7 * 24 * 3600 * 1000) }],
+    })),
+    ...(['webhooksFailed', 'webhookAttempts', 'securityEvents'] as const).map((k) => ({
+      topic: topics[k],
+      numPartitions: partitions,
+      replicationFactor: -1,
+      configEntries: [{ name: 'retention.ms', value: '-1' }],
+    })),
   ];
 }
 

@@ -1,0 +1,159 @@
+import type { ClickHouseClient } from '../../shared/clickhouse/clickhouse.ts';
+
+export interface DeliverySummary {
+  id: string;
+  destination_id: string;
+  event_name: string;
+  status: 'pending' | 'retrying' | 'succeeded' | 'failed';
+  attempts: number;
+  next_attempt_at: number | null;
+  created_at: number;
+}
+
+export interface AttemptRow {
+  attempt: number;
+  state: string;
+  recorded_at: number;
+  started_at: number | null;
+  duration_ms: number | null;
+  status_code: number | null;
+  error_class: string | null;
+  next_attempt_at: number | null;
+  body: string;
+  event_id: string;
+}
+
+/** Query parameters without the unset ones (the client refuses undefined). */
+const defined = (params: Record<string, unknown>) => Object.fromEntries(Object.entries(params).filter(([, v]) => v !== undefined));
+
+const num = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v));
+
+/**
+ * Reads of the delivery log (webhook_attempts) and security events. A
+ * delivery's status is the state of its latest row; FINAL collapses replays.
+ */
+export class DeliveryLogRepository {
+  readonly #ch: ClickHouseClient;
+
+  constructor(ch: ClickHouseClient) {
+    this.#ch = ch;
+  }
+
+  async list(q: {
+    tenantId: string;
+    status?: string;
+    destinationId?: string;
+    eventName?: string;
+    before?: { createdAt: number; id: string };
+    limit: number;
+  }): Promise<DeliverySummary[]> {
+    const where = ['tenant_id = {tenant:UUID}'];
+    if (q.destinationId) where.push('destination_id = {destination:UUID}');
+    if (q.eventName) where.push('event_name = {event_name:String}');
+    const having = ['1'];
+    if (q.status) having.push('status = {status:String}');
+    if (q.before) having.push("(created_at_ms, delivery_id) < ({before_ts:Int64}, {before_id:UUID})");
+    const rs = await this.#ch.query({
+      query: `
+        -- NOTE: aliases differ from column names: ClickHouse lets an alias
+        -- shadow a column in WHERE, which would put aggregates there.
+        SELECT toString(delivery_id) AS id,
+               toString(any(destination_id)) AS dest_id,
+               any(event_name) AS ev_name,
+               argMax(state, (recorded_at, attempt)) AS status,
+               max(attempt) AS attempts,
+               toUnixTimestamp64Milli(argMax(next_attempt_at, (recorded_at, attempt))) AS next_attempt_ms,
+               toUnixTimestamp64Milli(min(delivery_created_at)) AS created_at_ms
+        FROM webhook_attempts FINAL
+        WHERE ${where.join(' AND ')}
+        GROUP BY delivery_id
+        HAVING ${having.join(' AND ')}
+        ORDER BY created_at_ms DESC, delivery_id DESC
+        LIMIT {limit:UInt32}`,
+      query_params: defined({
+        tenant: q.tenantId,
+        destination: q.destinationId,
+        event_name: q.eventName,
+        status: q.status,
+        before_ts: q.before?.createdAt,
+        before_id: q.before?.id,
+        limit: q.limit,
+      }),
+      format: 'JSONEachRow',
+    });
+    const rows = await rs.json<Record<string, unknown>>();
+    return rows.map((r) => ({
+      id: String(r.id),
+      destination_id: String(r.dest_id),
+      event_name: String(r.ev_name),
+      status: r.status as DeliverySummary['status'],
+      attempts: Number(r.attempts),
+      next_attempt_at: r.status === 'retrying' ? num(r.next_attempt_ms) : null,
+      created_at: Number(r.created_at_ms),
+    }));
+  }
+
+  /** Every row of one delivery in order, with the tenant that owns it. */
+  async rows(deliveryId: string): Promise<{ tenant_id: string; destination_id: string; event_name: string; created_at: number; rows: AttemptRow[] } | undefined> {
+    const rs = await this.#ch.query({
+      query: `
+        SELECT toString(tenant_id) AS tenant_id, toString(destination_id) AS destination_id, event_name, toString(event_id) AS event_id,
+               attempt, state, toUnixTimestamp64Milli(recorded_at) AS recorded_at,
+               toUnixTimestamp64Milli(started_at) AS started_at, duration_ms, status_code, error_class,
+               toUnixTimestamp64Milli(next_attempt_at) AS next_attempt_at,
+               toUnixTimestamp64Milli(delivery_created_at) AS created_at, body
+        FROM webhook_attempts FINAL
+        WHERE delivery_id = {id:UUID}
+        ORDER BY recorded_at, attempt`,
+      query_params: { id: deliveryId },
+      format: 'JSONEachRow',
+    });
+    const rows = await rs.json<Record<string, unknown>>();
+    const first = rows[0];
+    if (!first) return undefined;
+    return {
+      tenant_id: String(first.tenant_id),
+      destination_id: String(first.destination_id),
+      event_name: String(first.event_name),
+      created_at: Math.min(...rows.map((r) => Number(r.created_at))),
+      rows: rows.map((r) => ({
+        attempt: Number(r.attempt),
+        state: String(r.state),
+        recorded_at: Number(r.recorded_at),
+        started_at: num(r.started_at),
+        duration_ms: num(r.duration_ms),
+        status_code: num(r.status_code),
+        error_class: r.error_class === null ? null : String(r.error_class),
+        next_attempt_at: num(r.next_attempt_at),
+        body: String(r.body),
+        event_id: String(r.event_id),
+      })),
+    };
+  }
+
+  async securityEvents(q: { tenantId: string; before?: { ts: number; id: string }; limit: number }) {
+    const rs = await this.#ch.query({
+      query: `
+        SELECT toString(id) AS id, kind, toString(endpoint_id) AS endpoint_id, host, event_id, event_name,
+               toUnixTimestamp64Milli(occurred_at) AS occurred_at
+        FROM security_events FINAL
+        WHERE tenant_id = {tenant:UUID}
+          ${q.before ? "AND (occurred_at, id) < (fromUnixTimestamp64Milli({before_ts:Int64}, 'UTC'), {before_id:UUID})" : ''}
+        ORDER BY occurred_at DESC, id DESC
+        LIMIT {limit:UInt32}`,
+      query_params: defined({ tenant: q.tenantId, before_ts: q.before?.ts, before_id: q.before?.id, limit: q.limit }),
+      format: 'JSONEachRow',
+    });
+    const rows = await rs.json<Record<string, unknown>>();
+    return rows.map((r) => ({
+      id: String(r.id),
+      kind: String(r.kind),
+      tenant_id: q.tenantId,
+      endpoint_id: String(r.endpoint_id),
+      host: String(r.host),
+      event_id: r.event_id === null ? null : String(r.event_id),
+      event_name: r.event_name === null ? null : String(r.event_name),
+      occurred_at: Number(r.occurred_at),
+    }));
+  }
+}

@@ -1,0 +1,50 @@
+import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+
+/**
+ * AES-256-GCM for secrets at rest (webhook destination secrets). The
+ * ciphertext is bound to the record it belongs to through the additional
+ * authenticated data, so it cannot be copied onto another destination.
+ * Format: `v1.<iv>.<tag>.<ciphertext>`, each base64url.
+ */
+export class SecretBox {
+  readonly #key: Buffer;
+
+  constructor(key: Buffer) {
+    if (key.length !== 32) throw new Error('SECRETS_KEY must be 32 bytes');
+    this.#key = key;
+  }
+
+  /** Accepts 64 hex characters or base64/base64url of 32 bytes. */
+  static fromString(value: string): SecretBox {
+    const key = /^[0-9a-fA-F]{64}$/.test(value) ? Buffer.from(value, 'hex') : Buffer.from(value, 'base64url');
+    return new SecretBox(key);
+  }
+
+  static generateKey(): string {
+    return randomBytes(32).toString('base64url');
+  }
+
+  seal(plaintext: string, aad: string): string {
+    const iv = randomBytes(12);
+    const cipher = createCipheriv('aes-256-gcm', this.#key, iv);
+    cipher.setAAD(Buffer.from(aad));
+    const ct = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
+    return ['v1', iv, cipher.getAuthTag(), ct].map((p) => (typeof p === 'string' ? p : p.toString('base64url'))).join('.');
+  }
+
+  open(sealed: string, aad: string): string {
+    const [version, iv, tag, ct] = sealed.split('.');
+    if (version !== 'v1' || iv === undefined || tag === undefined || ct === undefined) throw new Error('not a sealed secret');
+    const decipher = createDecipheriv('aes-256-gcm', this.#key, Buffer.from(iv, 'base64url'));
+    decipher.setAAD(Buffer.from(aad));
+    decipher.setAuthTag(Buffer.from(tag, 'base64url'));
+    return Buffer.concat([decipher.update(Buffer.from(ct, 'base64url')), decipher.final()]).toString('utf8');
+  }
+}
+
+/** What the dashboard may show of a secret: its prefix and last 4 characters. */
+export function secretHint(secret: string): string {
+  if (secret.length <= 12) return `${secret.slice(0, 2)}…`;
+  const prefix = secret.startsWith('whsec_') ? 'whsec_' : secret.slice(0, 3);
+  return `${prefix}…${secret.slice(-4)}`;
+}

@@ -1,0 +1,65 @@
+import { describe, expect, it } from 'vitest';
+import { deliveryId, hostOf, nextStep, payloadOf, selects, uuidV5 } from './fanout-plan.ts';
+
+describe('fan-out plan', () => {
+  it('uuidV5 matches the RFC 4122 reference vector', () => {
+    // The DNS namespace and "www.example.com" (Python's uuid.uuid5 gives the same).
+    expect(uuidV5('www.example.com', '6ba7b810-9dad-11d1-80b4-00c04fd430c8')).toBe('2ed6657d-e927-568b-95e1-2665a8aea6a2');
+  });
+
+  it('delivery ids are stable per (event, destination) and differ otherwise', () => {
+    const e = '3f1c2b8e-4b1a-4c55-9a57-0d7f8f7d2c11';
+    const d1 = 'a9e4d1b2-5c6f-4e7a-8b9c-0d1e2f3a4b5c';
+    const d2 = 'b9e4d1b2-5c6f-4e7a-8b9c-0d1e2f3a4b5c';
+    expect(deliveryId(e, d1)).toBe(deliveryId(e, d1));
+    expect(deliveryId(e, d1)).not.toBe(deliveryId(e, d2));
+    expect(deliveryId(e, d1)).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  });
+
+  it('selects active events only; an empty selection means all active', () => {
+    expect(selects({ events: [] }, 'video_play')).toBe(true);
+    expect(selects({ events: [] }, 'conversion')).toBe(false);
+    expect(selects({ events: ['conversion', 'video_play'] }, 'conversion')).toBe(false);
+    expect(selects({ events: ['video_pause'] }, 'video_play')).toBe(false);
+    expect(selects({ events: [] }, 'heartbeat')).toBe(false);
+  });
+
+  it('retries on tiers 1m, 5m, 30m, fails after attempt 4, reprocess is one attempt', () => {
+    const delaysMs = [60_000, 300_000, 1_800_000];
+    const base = { ok: false, origin: 'event' as const, now: 1000, delaysMs };
+    expect(nextStep({ ...base, attempt: 1 })).toEqual({ kind: 'retry', tier: 0, nextAttempt: 2, dueAt: 61_000 });
+    expect(nextStep({ ...base, attempt: 2 })).toEqual({ kind: 'retry', tier: 1, nextAttempt: 3, dueAt: 301_000 });
+    expect(nextStep({ ...base, attempt: 3 })).toEqual({ kind: 'retry', tier: 2, nextAttempt: 4, dueAt: 1_801_000 });
+    expect(nextStep({ ...base, attempt: 4 })).toEqual({ kind: 'failed' });
+    expect(nextStep({ ...base, attempt: 5, origin: 'reprocess' })).toEqual({ kind: 'failed' });
+    expect(nextStep({ ...base, attempt: 2, ok: true })).toEqual({ kind: 'succeeded' });
+  });
+
+  it('serialises the spec 2.7 payload with every field', () => {
+    const body = payloadOf({
+      tenant_id: 't',
+      video_id: 'v',
+      session_id: 'ses_1',
+      visitor_id: 'vis_1',
+      event_name: 'video_play',
+      current_time: 1.5,
+      duration: 60,
+      watched_percentage: 2.5,
+      utm_source: null,
+      utm_campaign: 'c',
+      ctwa_clid: null,
+      external_lead_id: null,
+      timestamp: Date.UTC(2026, 0, 2, 3, 4, 5, 6),
+    });
+    expect(Object.keys(JSON.parse(body))).toEqual([
+      'tenant_id', 'video_id', 'session_id', 'visitor_id', 'event_name', 'current_time', 'duration',
+      'watched_percentage', 'utm_source', 'utm_campaign', 'ctwa_clid', 'external_lead_id', 'created_at',
+    ]);
+    expect(JSON.parse(body).created_at).toBe('2026-01-02T03:04:05.006Z');
+  });
+
+  it('keeps only the host of a URL', () => {
+    expect(hostOf('https://hooks.example.com:8443/secret/path?token=x')).toBe('hooks.example.com:8443');
+    expect(hostOf('not a url')).toBe('invalid-url');
+  });
+});
