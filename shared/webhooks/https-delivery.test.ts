@@ -1,0 +1,400 @@
+// Real TLS against a local server on 127.0.0.1 only; the certificate is
+// generated per run with the openssl CLI so nothing secret is checked in.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { createServer, type Server } from 'node:https';
+import { createServer as createNetServer, type AddressInfo, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { TLSSocket } from 'node:tls';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { parseCidrList } from './address-policy.ts';
+import { HttpsDeliveryClient, type HttpsDeliveryClientOptions } from './https-delivery.ts';
+
+const LOOPBACK = parseCidrList('127.0.0.0/8');
+const TIMEOUT_MS = 500;
+const HEADERS = {
+  'Content-Type': 'application/json',
+  'X-Player-Event': 'video_play',
+  'X-Player-Signature': 'f'.repeat(64),
+  'X-Player-Timestamp': '1700000000',
+  'X-Player-Delivery-Id': '3f2504e0-4f89-41d3-9a0c-0305e82c3301',
+};
+const BODY = '{"event_name":"video_play","current_time":1.5}';
+
+let dir: string;
+let certPem: string;
+let keyPem: string;
+
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), 'webhook-tls-'));
+  try {
+    execFileSync('openssl', ['version'], { stdio: 'pipe' });
+  } catch {
+    throw new Error('these tests need the openssl CLI on PATH to generate a throwaway certificate');
+  }
+  execFileSync(
+    'openssl',
+    [
+      'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1',
+      '-subj', '/CN=localhost',
+      '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1',
+      '-keyout', join(dir, 'key.pem'),
+      '-out', join(dir, 'cert.pem'),
+    ],
+    { stdio: 'pipe' },
+  );
+  certPem = readFileSync(join(dir, 'cert.pem'), 'utf8');
+  keyPem = readFileSync(join(dir, 'key.pem'), 'utf8');
+});
+
+afterAll(() => {
+  rmSync(dir, { recursive: true, force: true });
+});
+
+interface Received {
+  method: string | undefined;
+  url: string | undefined;
+  headers: IncomingMessage['headers'];
+  body: string;
+  servername: string | false | null | undefined;
+}
+
+interface TestServer {
+  port: number;
+  /** TCP connections accepted, whether or not TLS or HTTP followed. */
+  connections: () => number;
+  received: Received[];
+  /** Resolves when a request's connection closed before the handler answered. */
+  abandoned: Promise<void>;
+}
+
+type Handler = (req: IncomingMessage, res: ServerResponse) => void;
+
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+async function startServer(handler: Handler): Promise<TestServer> {
+  let connections = 0;
+  const received: Received[] = [];
+  const sockets = new Set<Socket>();
+  let markAbandoned!: () => void;
+  const abandoned = new Promise<void>((resolve) => (markAbandoned = resolve));
+  const server: Server = createServer({ key: keyPem, cert: certPem }, (req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      received.push({
+        method: req.method,
+        url: req.url,
+        headers: req.headers,
+        body: Buffer.concat(chunks).toString('utf8'),
+        servername: (req.socket as TLSSocket).servername,
+      });
+      handler(req, res);
+    });
+    res.on('close', () => {
+      if (!res.writableEnded) markAbandoned();
+    });
+  });
+  server.on('connection', (socket: Socket) => {
+    connections++;
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  });
+  server.on('tlsClientError', () => {});
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  cleanups.push(
+    () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  );
+  return { port: (server.address() as AddressInfo).port, connections: () => connections, received, abandoned };
+}
+
+function client(overrides: Partial<HttpsDeliveryClientOptions> = {}): HttpsDeliveryClient {
+  const c = new HttpsDeliveryClient({ timeoutMs: TIMEOUT_MS, extraCaPem: certPem, allowList: LOOPBACK, ...overrides });
+  cleanups.push(() => c.close());
+  return c;
+}
+
+const ok200: Handler = (_req, res) => res.writeHead(200, { 'content-type': 'text/plain' }).end('ok');
+
+describe('HttpsDeliveryClient against a local HTTPS server', () => {
+  it('delivers with a 2xx when the CA is trusted through extraCaPem', async () => {
+    const server = await startServer(ok200);
+    const result = await client().post(`https://127.0.0.1:${server.port}/hooks/in?x=1`, HEADERS, BODY);
+
+    expect(result).toMatchObject({ ok: true, status: 200, address: '127.0.0.1' });
+    expect(result.errorClass).toBeUndefined();
+    expect(result.durationMs).toBeLessThan(TIMEOUT_MS);
+    expect(server.received).toHaveLength(1);
+    const got = server.received[0]!;
+    expect(got.method).toBe('POST');
+    expect(got.url).toBe('/hooks/in?x=1');
+    expect(got.body).toBe(BODY);
+    expect(got.headers).toMatchObject({
+      'content-type': 'application/json',
+      'content-length': String(Buffer.byteLength(BODY)),
+      'x-player-event': 'video_play',
+      'x-player-signature': HEADERS['X-Player-Signature'],
+      'x-player-timestamp': '1700000000',
+      'x-player-delivery-id': HEADERS['X-Player-Delivery-Id'],
+    });
+  });
+
+  it('sends URL credentials as basic auth and keeps them out of messages', async () => {
+    const server = await startServer((_req, res) => res.writeHead(401).end());
+    const result = await client().post(`https://hook-user:p%40ss-w0rd@127.0.0.1:${server.port}/`, HEADERS, BODY);
+    expect(server.received[0]?.headers.authorization).toBe(`Basic ${Buffer.from('hook-user:p@ss-w0rd').toString('base64')}`);
+    expect(result).toMatchObject({ ok: false, status: 401, errorClass: 'http_status' });
+    expect(result.message).not.toMatch(/hook-user|p@ss|p%40ss/);
+  });
+
+  it('counts any 2xx as success', async () => {
+    const server = await startServer((_req, res) => res.writeHead(204).end());
+    expect(await client().post(`https://127.0.0.1:${server.port}/`, HEADERS, BODY)).toMatchObject({ ok: true, status: 204 });
+  });
+
+  it('fails with tls when the certificate is not trusted', async () => {
+    const server = await startServer(ok200);
+    const result = await client({ extraCaPem: undefined }).post(`https://127.0.0.1:${server.port}/`, HEADERS, BODY);
+    expect(result).toMatchObject({ ok: false, errorClass: 'tls' });
+    expect(result.message).toMatch(/SELF_SIGNED|UNABLE_TO_VERIFY/);
+    expect(server.connections()).toBe(1);
+    expect(server.received).toHaveLength(0);
+  });
+
+  it('fails with http_status and the status on a 500, and does not follow a redirect', async () => {
+    const server = await startServer((req, res) => {
+      if (req.url === '/moved') res.writeHead(302, { location: `https://127.0.0.1:${server.port}/` }).end();
+      else res.writeHead(500).end('boom');
+    });
+    const c = client();
+    expect(await c.post(`https://127.0.0.1:${server.port}/`, HEADERS, BODY)).toMatchObject({ ok: false, status: 500, errorClass: 'http_status' });
+    expect(await c.post(`https://127.0.0.1:${server.port}/moved`, HEADERS, BODY)).toMatchObject({ ok: false, status: 302, errorClass: 'http_status' });
+    expect(server.received.map((r) => r.url)).toEqual(['/', '/moved']);
+  });
+
+  it('times out when the headers come after timeoutMs, and destroys the request', async () => {
+    const server = await startServer((_req, res) => {
+      setTimeout(() => res.writeHead(200).end(), TIMEOUT_MS + 1000).unref();
+    });
+    const result = await client().post(`https://127.0.0.1:${server.port}/`, HEADERS, BODY);
+
+    expect(result).toMatchObject({ ok: false, errorClass: 'timeout', address: '127.0.0.1' });
+    expect(result.durationMs).toBeGreaterThanOrEqual(TIMEOUT_MS - 5);
+    expect(result.durationMs).toBeLessThan(TIMEOUT_MS + 300);
+    // The server sees its response abandoned long before it would have answered.
+    await expect(Promise.race([server.abandoned.then(() => 'closed'), sleep(500).then(() => 'still open')])).resolves.toBe('closed');
+  });
+
+  it('succeeds when the status line and headers arrive in time, however slow the body is', async () => {
+    const server = await startServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.write('partial');
+      setTimeout(() => res.end('rest'), 3000).unref();
+    });
+    const c = client({ drainTimeoutMs: 100 });
+    const result = await c.post(`https://127.0.0.1:${server.port}/`, HEADERS, BODY);
+    expect(result).toMatchObject({ ok: true, status: 200 });
+    expect(result.durationMs).toBeLessThan(TIMEOUT_MS);
+    // The unfinished body does not pin a pooled socket: the drain bound destroyed it.
+    await sleep(300);
+    expect(Object.keys(c.agent.sockets)).toHaveLength(0);
+    expect(Object.keys(c.agent.freeSockets)).toHaveLength(0);
+  });
+
+  it('refuses loopback without connecting when the allow list is empty', async () => {
+    const server = await startServer(ok200);
+    const c = client({ allowList: [] });
+    const byLiteral = await c.post(`https://127.0.0.1:${server.port}/`, HEADERS, BODY);
+    const byName = await client({ allowList: [], resolve: async () => [{ address: '127.0.0.1', family: 4 }] }).post(
+      `https://localhost:${server.port}/`,
+      HEADERS,
+      BODY,
+    );
+    const byMappedLiteral = await c.post(`https://[::ffff:127.0.0.1]:${server.port}/`, HEADERS, BODY);
+
+    for (const result of [byLiteral, byName]) {
+      expect(result).toMatchObject({ ok: false, errorClass: 'refused_address', address: '127.0.0.1' });
+      expect(result.message).toMatch(/127\.0\.0\.0\/8 \(loopback\)/);
+    }
+    expect(byMappedLiteral).toMatchObject({ ok: false, errorClass: 'refused_address', address: '::ffff:7f00:1' });
+    expect(server.connections()).toBe(0);
+  });
+
+  it('refuses a name when any one of its addresses is refused, connecting to none', async () => {
+    const server = await startServer(ok200);
+    const c = client({
+      allowList: parseCidrList('127.0.0.1/32'),
+      resolve: async () => [
+        { address: '127.0.0.1', family: 4 },
+        { address: '127.0.0.2', family: 4 },
+      ],
+    });
+    const result = await c.post(`https://localhost:${server.port}/`, HEADERS, BODY);
+    expect(result).toMatchObject({ ok: false, errorClass: 'refused_address', address: '127.0.0.2' });
+    expect(server.connections()).toBe(0);
+  });
+
+  it('connects to the injected resolver’s address with SNI and certificate check on the host name', async () => {
+    const server = await startServer(ok200);
+    const asked: string[] = [];
+    const c = client({
+      resolve: async (host) => {
+        asked.push(host);
+        return [{ address: '127.0.0.1', family: 4 }];
+      },
+    });
+    const result = await c.post(`https://localhost:${server.port}/in`, HEADERS, BODY);
+    expect(result).toMatchObject({ ok: true, status: 200, address: '127.0.0.1' });
+    expect(asked).toEqual(['localhost']);
+    expect(server.received[0]).toMatchObject({ servername: 'localhost', headers: { host: `localhost:${server.port}` } });
+  });
+
+  it('checks the certificate against the host name, not the address connected to', async () => {
+    const server = await startServer(ok200);
+    // The certificate is valid for IP 127.0.0.1 but not for this name.
+    const c = client({ resolve: async () => [{ address: '127.0.0.1', family: 4 }] });
+    const result = await c.post(`https://webhooks.example.invalid:${server.port}/`, HEADERS, BODY);
+    expect(result).toMatchObject({ ok: false, errorClass: 'tls' });
+    expect(result.message).toContain('ERR_TLS_CERT_ALTNAME_INVALID');
+    expect(server.received).toHaveLength(0);
+  });
+
+  it('refuses anything but an https: URL as invalid_url, without connecting', async () => {
+    const server = await startServer(ok200);
+    const c = client();
+    for (const url of [`http://127.0.0.1:${server.port}/`, 'not a url', `ftp://127.0.0.1:${server.port}/`, '//127.0.0.1/', 'https://']) {
+      expect(await c.post(url, HEADERS, BODY), url).toMatchObject({ ok: false, errorClass: 'invalid_url' });
+    }
+    expect(server.connections()).toBe(0);
+  });
+
+  it('fails with connect on a closed port', async () => {
+    const port = await closedPort();
+    const result = await client().post(`https://127.0.0.1:${port}/`, HEADERS, BODY);
+    expect(result).toMatchObject({ ok: false, errorClass: 'connect' });
+    expect(result.message).toContain('ECONNREFUSED');
+    expect(result.durationMs).toBeLessThan(TIMEOUT_MS);
+  });
+
+  it('fails with dns when the name does not resolve, and with timeout when resolution hangs', async () => {
+    const notFound = Object.assign(new Error('getaddrinfo ENOTFOUND nowhere.invalid'), { code: 'ENOTFOUND' });
+    const failing = client({ resolve: async () => Promise.reject(notFound) });
+    expect(await failing.post('https://nowhere.invalid/', HEADERS, BODY)).toMatchObject({
+      ok: false,
+      errorClass: 'dns',
+      message: 'could not resolve nowhere.invalid: ENOTFOUND',
+    });
+    expect(await client({ resolve: async () => [] }).post('https://empty.invalid/', HEADERS, BODY)).toMatchObject({ errorClass: 'dns' });
+
+    const hanging = await client({ timeoutMs: 300, resolve: () => new Promise(() => {}) }).post('https://slow.invalid/', HEADERS, BODY);
+    expect(hanging).toMatchObject({ ok: false, errorClass: 'timeout' });
+    expect(hanging.durationMs).toBeGreaterThanOrEqual(295);
+  });
+
+  it('reuses a keep-alive connection and bounds sockets per host', async () => {
+    const server = await startServer(ok200);
+    const c = client({ maxSocketsPerHost: 1 });
+    const url = `https://127.0.0.1:${server.port}/`;
+    expect((await c.post(url, HEADERS, BODY)).ok).toBe(true);
+    const results = await Promise.all([c.post(url, HEADERS, BODY), c.post(url, HEADERS, BODY), c.post(url, HEADERS, BODY)]);
+    expect(results.every((r) => r.ok)).toBe(true);
+    expect(server.received).toHaveLength(4);
+    expect(server.connections()).toBe(1);
+  });
+
+  it('close() destroys pooled sockets', async () => {
+    const server = await startServer(ok200);
+    const c = client();
+    await c.post(`https://127.0.0.1:${server.port}/`, HEADERS, BODY);
+    await sleep(20);
+    const pooled = Object.values(c.agent.freeSockets).flat();
+    expect(pooled).toHaveLength(1);
+    c.close();
+    expect(pooled[0]!.destroyed).toBe(true);
+  });
+
+  it('retries once on a fresh connection when a reused keep-alive socket is reset', async () => {
+    let requests = 0;
+    const server = await startServer((req, res) => {
+      requests++;
+      // The second request dies as if the server had just closed the idle connection.
+      if (requests === 2) req.socket.destroy();
+      else ok200(req, res);
+    });
+    const c = client();
+    const url = `https://127.0.0.1:${server.port}/`;
+    expect(await c.post(url, HEADERS, BODY)).toMatchObject({ ok: true });
+    await sleep(20);
+    expect(await c.post(url, HEADERS, BODY)).toMatchObject({ ok: true, status: 200 });
+    expect(requests).toBe(3);
+    expect(server.connections()).toBe(2);
+  });
+
+  it('fails with network when a fresh connection dies after the request was sent', async () => {
+    const server = await startServer((req) => req.socket.destroy());
+    const result = await client().post(`https://127.0.0.1:${server.port}/`, HEADERS, BODY);
+    expect(result).toMatchObject({ ok: false, errorClass: 'network', message: 'network error delivering to 127.0.0.1: ECONNRESET' });
+    expect(server.received).toHaveLength(1);
+  });
+
+  it('fails with tls when the peer accepts TCP but does not complete a TLS handshake', async () => {
+    const peers = [
+      (socket: Socket) => socket.destroy(),
+      (socket: Socket) => socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n'),
+    ];
+    for (const behave of peers) {
+      const accepted: Socket[] = [];
+      const plain = createNetServer((socket) => {
+        accepted.push(socket);
+        behave(socket);
+      });
+      await new Promise<void>((resolve) => plain.listen(0, '127.0.0.1', resolve));
+      cleanups.push(() => {
+        for (const socket of accepted) socket.destroy();
+        return new Promise<void>((resolve) => plain.close(() => resolve()));
+      });
+      const result = await client().post(`https://127.0.0.1:${(plain.address() as AddressInfo).port}/`, HEADERS, BODY);
+      expect(result).toMatchObject({ ok: false, errorClass: 'tls' });
+    }
+  });
+
+  it('never puts the path, query or header values into messages', async () => {
+    const server = await startServer((_req, res) => res.writeHead(503).end());
+    const secretish = ['private-path', 'token=abc123', HEADERS['X-Player-Signature'], HEADERS['X-Player-Delivery-Id']];
+    const path = '/private-path?token=abc123';
+    const results = [
+      await client().post(`https://127.0.0.1:${server.port}${path}`, HEADERS, BODY),
+      await client({ extraCaPem: undefined }).post(`https://127.0.0.1:${server.port}${path}`, HEADERS, BODY),
+      await client({ allowList: [] }).post(`https://127.0.0.1:${server.port}${path}`, HEADERS, BODY),
+      await client().post(`http://127.0.0.1:${server.port}${path}`, HEADERS, BODY),
+      await client().post(`https://127.0.0.1:${await closedPort()}${path}`, HEADERS, BODY),
+    ];
+    expect(results.map((r) => r.errorClass)).toEqual(['http_status', 'tls', 'refused_address', 'invalid_url', 'connect']);
+    for (const { message } of results) {
+      expect(message).toContain('127.0.0.1');
+      for (const s of secretish) expect(message).not.toContain(s);
+    }
+  });
+});
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** A loopback port that was just free: listen on an ephemeral port, then close it. */
+async function closedPort(): Promise<number> {
+  const probe = createNetServer();
+  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+  const { port } = probe.address() as AddressInfo;
+  await new Promise<void>((resolve) => probe.close(() => resolve()));
+  return port;
+}

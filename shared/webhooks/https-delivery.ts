@@ -1,0 +1,367 @@
+/**
+ * The HTTPS POST client of webhook fan-out: one attempt of one delivery,
+ * returned as a value. SSRF-safe: the host is resolved once, every resolved
+ * address is checked against the address policy, and the connection goes to
+ * a checked address (no second lookup that a rebinding DNS could answer
+ * differently), while TLS still verifies the certificate against the host name.
+ */
+import { lookup as dnsLookup } from 'node:dns/promises';
+import type { ClientRequest, IncomingMessage, OutgoingHttpHeaders } from 'node:http';
+import { Agent, request } from 'node:https';
+import { isIP, type LookupFunction, type Socket } from 'node:net';
+import { performance } from 'node:perf_hooks';
+import { rootCertificates } from 'node:tls';
+import { classifyAddress, isAllowedAddress, type CidrList } from './address-policy.ts';
+
+/** One address a host name resolved to. */
+export interface ResolvedAddress {
+  address: string;
+  /** 4 or 6. */
+  family: number;
+}
+
+/** Resolves a host name to all of its addresses (the `dns.lookup(host, { all: true })` contract). */
+export type HostResolver = (host: string) => Promise<ResolvedAddress[]>;
+
+/** Why an attempt failed; `http_status` is the only class that carries `status`. */
+export type DeliveryErrorClass =
+  | 'timeout'
+  | 'dns'
+  | 'refused_address'
+  | 'connect'
+  | 'tls'
+  | 'http_status'
+  | 'network'
+  | 'invalid_url';
+
+/**
+ * Outcome of one POST. `ok` means a 2xx status line and headers arrived
+ * within the timeout (spec 3). `message` names the host only, never the
+ * URL path or query, header values or the body, so it can be logged as is.
+ */
+export interface DeliveryResult {
+  ok: boolean;
+  status?: number;
+  errorClass?: DeliveryErrorClass;
+  /** From the start of `post` (DNS and connect included) to the response headers or the failure. */
+  durationMs: number;
+  /** The address connected to, or the address refused by the policy. */
+  address?: string;
+  message?: string;
+}
+
+/** Options of {@link HttpsDeliveryClient}. */
+export interface HttpsDeliveryClientOptions {
+  /** Budget for DNS + connect + TLS + request + response headers (spec 3: 10 s). */
+  timeoutMs: number;
+  /** Extra trusted CA certificate(s) in PEM, trusted in addition to Node's bundled roots. */
+  extraCaPem?: string;
+  /** Operator exceptions to the address policy (`WEBHOOK_ALLOWED_CIDRS`); normally empty. */
+  allowList: CidrList;
+  /** Concurrent connections per destination host; default 16. */
+  maxSocketsPerHost?: number;
+  /** Host name resolver; default `dns.lookup(host, { all: true })`. */
+  resolve?: HostResolver;
+  /** How long an unread response body may take to drain before the socket is destroyed; default 1000. */
+  drainTimeoutMs?: number;
+  /** Idle keep-alive sockets are closed after this long; default 4000 (below the common 5 s server keep-alive). */
+  idleSocketTimeoutMs?: number;
+}
+
+/** Response bodies are ignored; past this many bytes the socket is dropped rather than read further. */
+const MAX_DRAIN_BYTES = 64 * 1024;
+
+/** OpenSSL certificate-verification codes, as Node reports them on `err.code`. */
+const TLS_VERIFY_CODES = new Set([
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_DECRYPT_CERT_SIGNATURE',
+  'UNABLE_TO_DECODE_ISSUER_PUBLIC_KEY',
+  'CERT_SIGNATURE_FAILURE',
+  'CERT_NOT_YET_VALID',
+  'CERT_HAS_EXPIRED',
+  'CERT_REVOKED',
+  'CERT_UNTRUSTED',
+  'CERT_REJECTED',
+  'CERT_CHAIN_TOO_LONG',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'INVALID_CA',
+  'INVALID_PURPOSE',
+  'PATH_LENGTH_EXCEEDED',
+  'HOSTNAME_MISMATCH',
+  'EPROTO',
+]);
+
+type Phase = 'connecting' | 'tls' | 'http';
+
+/**
+ * Posts webhook deliveries over HTTPS with a shared keep-alive agent.
+ * One instance per process; `close()` at shutdown.
+ */
+export class HttpsDeliveryClient {
+  /** The keep-alive agent shared by every post (bounded sockets per host). */
+  readonly agent: Agent;
+  readonly #timeoutMs: number;
+  readonly #allowList: CidrList;
+  readonly #resolve: HostResolver;
+  readonly #drainTimeoutMs: number;
+
+  constructor(options: HttpsDeliveryClientOptions) {
+    const { timeoutMs, maxSocketsPerHost = 16, drainTimeoutMs = 1000, idleSocketTimeoutMs = 4000 } = options;
+    if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) throw new RangeError('timeoutMs must be a positive number');
+    if (!Number.isSafeInteger(maxSocketsPerHost) || maxSocketsPerHost < 1) {
+      throw new RangeError('maxSocketsPerHost must be a positive integer');
+    }
+    this.#timeoutMs = timeoutMs;
+    this.#allowList = options.allowList;
+    this.#resolve = options.resolve ?? ((host) => dnsLookup(host, { all: true, order: 'verbatim' }));
+    this.#drainTimeoutMs = drainTimeoutMs;
+    this.agent = new Agent({
+      keepAlive: true,
+      maxSockets: maxSocketsPerHost,
+      timeout: idleSocketTimeoutMs,
+      // NOTE: `ca` replaces the trust store, so the bundled roots are listed
+      // again; an extra private CA adds to them rather than replacing them.
+      ...(options.extraCaPem ? { ca: [...rootCertificates, options.extraCaPem] } : {}),
+    });
+  }
+
+  /**
+   * POSTs `body` to `url` and classifies the outcome. Never rejects for a
+   * delivery failure (only for headers Node refuses to send, a programming
+   * fault). Only `https:` URLs are accepted; the host must resolve to
+   * addresses that are all allowed (see `isAllowedAddress`), else nothing is
+   * sent. Redirects are not followed: a 3xx is an `http_status` failure.
+   */
+  async post(url: string, headers: Record<string, string>, body: string): Promise<DeliveryResult> {
+    const started = performance.now();
+    const deadline = started + this.#timeoutMs;
+    const elapsed = (): number => Math.round(performance.now() - started);
+
+    let target: URL;
+    try {
+      target = new URL(url);
+    } catch {
+      return { ok: false, errorClass: 'invalid_url', durationMs: elapsed(), message: 'delivery URL is not a valid URL' };
+    }
+    const host = target.hostname.replace(/^\[(.*)\]$/, '$1');
+    if (target.protocol !== 'https:' || host === '') {
+      return { ok: false, errorClass: 'invalid_url', durationMs: elapsed(), message: `delivery URL for ${host || '(no host)'} must use https:` };
+    }
+
+    let addresses: ResolvedAddress[];
+    const literalFamily = isIP(host);
+    if (literalFamily !== 0) {
+      addresses = [{ address: host, family: literalFamily }];
+    } else {
+      const resolved = await beforeDeadline(Promise.resolve().then(() => this.#resolve(host)), deadline);
+      if (resolved.kind === 'timeout') {
+        return { ok: false, errorClass: 'timeout', durationMs: elapsed(), message: `timed out resolving ${host}` };
+      }
+      if (resolved.kind === 'error' || resolved.value.length === 0) {
+        const code = resolved.kind === 'error' ? errorCode(resolved.error) : 'no addresses';
+        return { ok: false, errorClass: 'dns', durationMs: elapsed(), message: `could not resolve ${host}: ${code}` };
+      }
+      addresses = resolved.value.map((a) => ({ address: a.address, family: isIP(a.address) }));
+    }
+
+    // Every address is checked, not only the one used: the connection may
+    // fall back to any of them (autoSelectFamily), and a name that mixes
+    // public and internal addresses is itself a warning sign.
+    const refused = addresses.find((a) => !isAllowedAddress(a.address, this.#allowList));
+    if (refused) {
+      const { range, name } = classifyAddress(refused.address);
+      return {
+        ok: false,
+        errorClass: 'refused_address',
+        durationMs: elapsed(),
+        address: refused.address,
+        message: `refused to deliver to ${host}: it resolves to an address in ${range ?? 'an unparseable form'} (${name ?? 'reserved'})`,
+      };
+    }
+
+    const attempt = { target, host, addresses, headers, body, deadline, elapsed };
+    const first = await this.#send(attempt, true);
+    // Node's documented pattern: a keep-alive socket the server closed at the
+    // moment of reuse fails with ECONNRESET before anything was processed.
+    return first === 'retry' ? (this.#send(attempt, false) as Promise<DeliveryResult>) : first;
+  }
+
+  /** Destroys the agent and every pooled socket. */
+  close(): void {
+    this.agent.destroy();
+  }
+
+  #send(
+    a: {
+      target: URL;
+      host: string;
+      addresses: ResolvedAddress[];
+      headers: Record<string, string>;
+      body: string;
+      deadline: number;
+      elapsed: () => number;
+    },
+    retryOnStaleSocket: boolean,
+  ): Promise<DeliveryResult | 'retry'> {
+    const { target, host, addresses, elapsed } = a;
+    const remaining = a.deadline - performance.now();
+    if (remaining <= 0) {
+      return Promise.resolve({ ok: false, errorClass: 'timeout', durationMs: elapsed(), message: `timed out delivering to ${host}` });
+    }
+
+    // Answers Node's connect-time lookup with the addresses already checked,
+    // so no second resolution can substitute an unchecked one.
+    const lookup: LookupFunction = (_hostname, options, callback) => {
+      const family = options.family === 4 || options.family === 6 ? options.family : undefined;
+      const usable = family === undefined ? addresses : addresses.filter((x) => x.family === family);
+      const first = usable[0];
+      if (first === undefined) {
+        callback(Object.assign(new Error(`no checked address of family ${family}`), { code: 'ENOTFOUND' }), '', 0);
+      } else if (options.all) {
+        callback(null, usable);
+      } else {
+        callback(null, first.address, first.family);
+      }
+    };
+
+    const outgoing: OutgoingHttpHeaders = {};
+    for (const [name, value] of Object.entries(a.headers)) {
+      if (name.toLowerCase() !== 'content-length') outgoing[name] = value;
+    }
+    outgoing['Content-Length'] = Buffer.byteLength(a.body);
+
+    return new Promise((resolve) => {
+      let settled = false;
+      let phase: Phase = 'connecting';
+      let req: ClientRequest | undefined;
+      const connectedAddress = (): string | undefined => req?.socket?.remoteAddress ?? addresses[0]?.address;
+      const settle = (result: DeliveryResult | 'retry'): void => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        resolve(result);
+      };
+      const timer = setTimeout(() => {
+        settle({ ok: false, errorClass: 'timeout', durationMs: elapsed(), address: connectedAddress(), message: `timed out delivering to ${host}` });
+        req?.destroy();
+      }, remaining);
+
+      let built: ClientRequest;
+      try {
+        built = request({
+          host,
+          port: a.target.port === '' ? 443 : Number(a.target.port),
+          path: `${a.target.pathname}${a.target.search}`,
+          method: 'POST',
+          headers: outgoing,
+          agent: this.agent,
+          lookup,
+          // SNI carries the name, never an IP literal (RFC 6066).
+          ...(isIP(host) === 0 ? { servername: host } : {}),
+          ...(a.target.username || a.target.password
+            ? { auth: `${safeDecode(a.target.username)}:${safeDecode(a.target.password)}` }
+            : {}),
+        });
+      } catch (err) {
+        clearTimeout(timer);
+        // Node's own message can quote the offending header value.
+        throw new TypeError(`cannot build the delivery request for ${host}: ${errorCode(err)}`);
+      }
+      req = built;
+
+      built.on('socket', (socket: Socket) => {
+        if (built.reusedSocket) {
+          phase = 'http';
+        } else if (socket.connecting) {
+          socket.once('connect', () => (phase = 'tls'));
+          socket.once('secureConnect', () => (phase = 'http'));
+        } else {
+          phase = 'tls';
+          socket.once('secureConnect', () => (phase = 'http'));
+        }
+      });
+      built.on('response', (res: IncomingMessage) => {
+        const status = res.statusCode ?? 0;
+        const ok = status >= 200 && status < 300;
+        settle({
+          ok,
+          status,
+          durationMs: elapsed(),
+          address: connectedAddress(),
+          ...(ok ? {} : { errorClass: 'http_status' as const, message: `${host} answered HTTP ${status}` }),
+        });
+        this.#drain(res);
+      });
+      built.on('error', (err: Error) => {
+        if (settled) return;
+        const code = errorCode(err);
+        if (retryOnStaleSocket && built.reusedSocket && code === 'ECONNRESET') {
+          settle('retry');
+          return;
+        }
+        const errorClass = classifyError(code, phase);
+        settle({ ok: false, errorClass, durationMs: elapsed(), address: connectedAddress(), message: `${errorClass} error delivering to ${host}: ${code}` });
+      });
+      built.end(a.body);
+    });
+  }
+
+  /** Reads and discards the body so the socket can return to the pool, within bounds. */
+  #drain(res: IncomingMessage): void {
+    let bytes = 0;
+    const bound = setTimeout(() => res.destroy(), this.#drainTimeoutMs);
+    bound.unref();
+    res.on('data', (chunk: Buffer) => {
+      bytes += chunk.length;
+      if (bytes > MAX_DRAIN_BYTES) res.destroy();
+    });
+    res.on('error', () => {});
+    res.on('close', () => clearTimeout(bound));
+  }
+}
+
+function classifyError(code: string, phase: Phase): DeliveryErrorClass {
+  if (TLS_VERIFY_CODES.has(code) || code.startsWith('ERR_TLS_') || code.startsWith('ERR_SSL_')) return 'tls';
+  if (phase === 'connecting') return 'connect';
+  if (phase === 'tls') return 'tls';
+  return 'network';
+}
+
+/** URL userinfo is percent-encoded; a malformed escape is sent as written rather than thrown. */
+function safeDecode(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
+}
+
+function errorCode(err: unknown): string {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && code !== '') return code;
+  return err instanceof Error ? err.name : 'unknown error';
+}
+
+type Raced<T> = { kind: 'value'; value: T } | { kind: 'error'; error: unknown } | { kind: 'timeout' };
+
+/** Races `promise` against the deadline; a late rejection is swallowed, not left unhandled. */
+async function beforeDeadline<T>(promise: Promise<T>, deadline: number): Promise<Raced<T>> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<Raced<T>>((resolve) => {
+    timer = setTimeout(() => resolve({ kind: 'timeout' }), Math.max(0, deadline - performance.now()));
+  });
+  try {
+    return await Promise.race([
+      promise.then(
+        (value): Raced<T> => ({ kind: 'value', value }),
+        (error: unknown): Raced<T> => ({ kind: 'error', error }),
+      ),
+      timeout,
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
