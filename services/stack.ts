@@ -17,10 +17,12 @@ import { createMetrics } from '../shared/metrics.ts';
 import { startLocalBroker, type LocalBroker } from '../infra/kafka/local-broker.ts';
 import { startAdmin } from './admin/admin.service.ts';
 import { EventsRepository } from './api/events.repository.ts';
+import { AnalyticsRepository } from './api/analytics.repository.ts';
 import { startApi } from './api/api.service.ts';
 import { startIngest } from './ingest/ingest.service.ts';
 import { startProjector } from './projector/projector.service.ts';
 import { startFanout } from './fanout/fanout.service.ts';
+import { startDashboard } from './dashboard/dashboard.service.ts';
 import { DeliveryLogRepository } from './admin/delivery-log.repository.ts';
 import { SecretBox } from '../shared/secrets.ts';
 import { HttpsDeliveryClient } from '../shared/webhooks/https-delivery.ts';
@@ -178,7 +180,7 @@ export async function startStack(config: Config, log: Logger): Promise<Stack> {
       httpServices.push({ name: 'ingest', ...startIngest({ app, store, registry, producer, metrics, apiKeyAuth: auth, topic: topics.playerEvents }) });
     }
     if (services.has('api')) {
-      httpServices.push({ name: 'api', ...startApi({ app, store, events: new EventsRepository(clickhouse!), cursorSecret, apiKeyAuth: auth }) });
+      httpServices.push({ name: 'api', ...startApi({ app, store, events: new EventsRepository(clickhouse!), analytics: new AnalyticsRepository(clickhouse!), cursorSecret, apiKeyAuth: auth }) });
     }
     if (services.has('admin')) {
       const adminProducer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
@@ -192,8 +194,10 @@ export async function startStack(config: Config, log: Logger): Promise<Stack> {
           writer,
           adminToken,
           webhooks: { registry, producer: adminProducer, topics, secrets, log: new DeliveryLogRepository(clickhouse!), cursorSecret },
+          analytics: new AnalyticsRepository(clickhouse!),
         }),
       });
+      httpServices.push({ name: 'dashboard', ...(await startDashboard({ app, adminToken, log })) });
     }
 
     app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));

@@ -8,6 +8,9 @@ import type { App } from '../../shared/http/app.ts';
 import { ApiError } from '../../shared/http/errors.ts';
 import { hashApiKey, keyPrefix, newApiKey, newId, newPlayerKey, toVideoId } from '../../shared/ids.ts';
 import { registerWebhookAdmin, type WebhookAdminDeps } from './webhooks.routes.ts';
+import type { AnalyticsRepository } from '../api/analytics.repository.ts';
+import { registerAnalyticsRoutes } from '../api/analytics.routes.ts';
+import { parseVideoId } from '../../shared/ids.ts';
 
 export interface AdminDeps {
   app: App;
@@ -16,6 +19,7 @@ export interface AdminDeps {
   adminToken: string;
   /** Destinations, delivery log, reprocessing, security events. */
   webhooks: Omit<WebhookAdminDeps, 'app' | 'store' | 'writer' | 'authenticate' | 'now'>;
+  analytics: AnalyticsRepository;
   now?: () => number;
 }
 
@@ -182,6 +186,22 @@ export function startAdmin(deps: AdminDeps): { stop(): Promise<void> } {
       return { data: videos.map(videoView), next_cursor: null };
     },
   );
+
+  registerAnalyticsRoutes(deps.app, {
+    base: '/admin/v1/tenants/:tenant_id/videos/:video_id',
+    params: z.object({ tenant_id: z.uuid(), video_id: z.string().refine((v) => parseVideoId(v) !== undefined, 'must be vid_<32 hex> or a UUID') }),
+    tags: ['management'],
+    security: [{ adminToken: [] }],
+    preValidation: authenticate,
+    videoOf: (req) => {
+      const p = req.params as { tenant_id: string; video_id: string };
+      tenantOr404(p.tenant_id);
+      const video = deps.store.videos.get(parseVideoId(p.video_id)!);
+      if (!video || video.tenant_id !== p.tenant_id) throw new ApiError('not_found', 'no such video');
+      return video;
+    },
+    analytics: deps.analytics,
+  });
 
   registerWebhookAdmin({ ...deps.webhooks, app: deps.app, store: deps.store, writer: deps.writer, authenticate, now: deps.now });
 

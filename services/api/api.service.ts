@@ -10,11 +10,14 @@ import { isUuid, parseVideoId, toVideoId } from '../../shared/ids.ts';
 import { SCORE_VERSION, factorsFrom, scoreV1 } from '../../shared/score.ts';
 import { EventsQuery, ListVideosQuery, Video, VideoEvent, VideoParams, VisitorParams, VisitorScore, page } from './api.schema.ts';
 import type { EventsRepository } from './events.repository.ts';
+import type { AnalyticsRepository } from './analytics.repository.ts';
+import { registerAnalyticsRoutes } from './analytics.routes.ts';
 
 export interface ApiDeps {
   app: App;
   store: ConfigStore;
   events: EventsRepository;
+  analytics: AnalyticsRepository;
   cursorSecret: string;
   apiKeyAuth: (req: FastifyRequest, reply: FastifyReply) => Promise<void>;
 }
@@ -145,6 +148,16 @@ export function startApi(deps: ApiDeps): { stop(): Promise<void> } {
       return { visitor_id: visitorId, score: scoreV1(factors), factors, computed_at: iso(mine.last_ts), score_version: SCORE_VERSION };
     },
   );
+
+  registerAnalyticsRoutes(deps.app, {
+    base: '/v1/videos/:video_id',
+    params: VideoParams,
+    tags: ['read'],
+    security: [{ apiKey: [] }],
+    preValidation: deps.apiKeyAuth,
+    videoOf: (req) => ownedVideo(req.principal!.tenantId, (req.params as { video_id: string }).video_id),
+    analytics: deps.analytics,
+  });
 
   return { async stop() {} };
 }

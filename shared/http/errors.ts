@@ -7,7 +7,7 @@ export const ERRORS = {
   bad_request: { status: 400, title: 'Bad request' },
   invalid_json: { status: 400, title: 'Malformed JSON body' },
   unauthorized: { status: 401, title: 'Missing or invalid credentials' },
-  forbidden: { status: 403, title: 'Resource belongs to another tenant' },
+  forbidden: { status: 403, title: 'Forbidden' },
   not_found: { status: 404, title: 'Not found' },
   conflict: { status: 409, title: 'Conflict with the current state' },
   payload_too_large: { status: 413, title: 'Request body too large' },
