@@ -2,7 +2,17 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import avro from 'avsc';
 import { describe, expect, it } from 'vitest';
-import { ApiKeyRecord, ApiKeyUsageRecord, PlayerEventRecord, TenantRecord, VideoRecord } from './records.ts';
+import {
+  ApiKeyRecord,
+  ApiKeyUsageRecord,
+  DeliveryRecord,
+  DestinationRecord,
+  PlayerEventRecord,
+  SecurityEventRecord,
+  TenantRecord,
+  VideoRecord,
+  WebhookAttemptRecord,
+} from './records.ts';
 import { SchemaDecodeError, SchemaRegistry, type Subject } from './registry.ts';
 
 const registry = SchemaRegistry.fromManifest();
@@ -43,6 +53,73 @@ const fixtures: [Subject, { parse(v: unknown): unknown }, object][] = [
   ],
   ['api-key-usage', ApiKeyUsageRecord, { key_id: playerEvent.event_id, tenant_id: playerEvent.tenant_id, last_used_at: 5 }],
   ['video', VideoRecord, { id: playerEvent.video_id, tenant_id: playerEvent.tenant_id, title: 'Demo', duration_sec: 120, created_at: 2 }],
+  [
+    'destination',
+    DestinationRecord,
+    {
+      id: playerEvent.event_id,
+      tenant_id: playerEvent.tenant_id,
+      kind: 'integration',
+      name: 'crm',
+      url: 'https://hooks.example.com/in',
+      events: ['video_play', 'conversion'],
+      secret_enc: 'v1.a.b.c',
+      secret_hint: 'whs…abcd',
+      created_at: 3,
+      updated_at: 4,
+    },
+  ],
+  [
+    'delivery',
+    DeliveryRecord,
+    {
+      delivery_id: playerEvent.event_id,
+      tenant_id: playerEvent.tenant_id,
+      destination_id: playerEvent.video_id,
+      event_id: playerEvent.event_id,
+      event_name: 'video_play',
+      body: '{"a":1}',
+      attempt: 2,
+      due_at: 5,
+      created_at: 1,
+      origin: 'reprocess',
+    },
+  ],
+  [
+    'webhook-attempt',
+    WebhookAttemptRecord,
+    {
+      delivery_id: playerEvent.event_id,
+      tenant_id: playerEvent.tenant_id,
+      destination_id: playerEvent.video_id,
+      event_id: playerEvent.event_id,
+      event_name: 'video_play',
+      attempt: 1,
+      state: 'retrying',
+      started_at: 10,
+      duration_ms: 12,
+      status_code: 503,
+      error_class: 'http_status',
+      next_attempt_at: 60_010,
+      delivery_created_at: 9,
+      recorded_at: 23,
+      body: '{"a":1}',
+    },
+  ],
+  [
+    'security-event',
+    SecurityEventRecord,
+    {
+      id: playerEvent.event_id,
+      kind: 'webhook_missing_secret',
+      tenant_id: playerEvent.tenant_id,
+      endpoint_id: playerEvent.video_id,
+      host: 'hooks.example.com',
+      event_id: playerEvent.event_id,
+      event_name: 'video_play',
+      occurred_at: 7,
+    },
+  ],
 ];
 
 describe('schemas', () => {

@@ -15,6 +15,8 @@ export class OffsetTracker {
     const o = BigInt(offset);
     let set = this.#pending.get(key);
     if (!set) this.#pending.set(key, (set = new Set()));
+    // The first offset seen is where reading began: nothing before it is ours to commit.
+    if (!this.#committed.has(key)) this.#committed.set(key, o);
     set.add(o);
     if ((this.#next.get(key) ?? -1n) < o + 1n) this.#next.set(key, o + 1n);
   }
