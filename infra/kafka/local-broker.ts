@@ -1,7 +1,7 @@
 /**
  * A real single-node Apache Kafka broker (KRaft, broker + controller in one
  * JVM) assembled from Maven Central jars, for machines without a container
- * runtime. See /work/shared/KAFKA-LOCAL.md and infra/kafka/README.md.
+ * runtime. See infra/kafka/README.md.
  *
  * Version choice (checked against Maven Central's kafka_2.13 listing):
  * - 4.4.0 is the newest version listed, but it cannot be resolved: its POM

@@ -6,11 +6,10 @@ import type { ApiKeyRecord, TenantRecord, VideoRecord } from '../../schemas/reco
 import type { ConfigStore, ConfigWriter } from '../../shared/config-store/config-store.ts';
 import type { App } from '../../shared/http/app.ts';
 import { ApiError } from '../../shared/http/errors.ts';
-import { hashApiKey, keyPrefix, newApiKey, newId, newPlayerKey, toVideoId } from '../../shared/ids.ts';
+import { hashApiKey, keyPrefix, newApiKey, newId, newPlayerKey, parseVideoId, toVideoId } from '../../shared/ids.ts';
 import { registerWebhookAdmin, type WebhookAdminDeps } from './webhooks.routes.ts';
 import type { AnalyticsRepository } from '../api/analytics.repository.ts';
 import { registerAnalyticsRoutes } from '../api/analytics.routes.ts';
-import { parseVideoId } from '../../shared/ids.ts';
 
 export interface AdminDeps {
   app: App;
