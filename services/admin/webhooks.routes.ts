@@ -3,17 +3,18 @@ import type { FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { Message, Producer } from 'kafkajs';
 import { z } from 'zod';
-import type { DeliveryRecord, DestinationRecord, WebhookAttemptRecord } from '../../schemas/records.ts';
+import type { DeliveryRecord, DestinationRecord } from '../../schemas/records.ts';
 import type { SchemaRegistry } from '../../schemas/registry.ts';
 import type { ConfigStore, ConfigWriter } from '../../shared/config-store/config-store.ts';
-import { cursorCodec, CursorError } from '../../shared/cursor.ts';
+import { cursorCodec } from '../../shared/cursor.ts';
+import { readCursor } from '../../shared/http/cursor-param.ts';
 import { WEBHOOK_EVENT_NAMES } from '../../shared/event-names.ts';
 import type { App } from '../../shared/http/app.ts';
 import { ApiError } from '../../shared/http/errors.ts';
 import { newId } from '../../shared/ids.ts';
 import type { Topics } from '../../shared/kafka/topics.ts';
 import { type SecretBox, secretHint } from '../../shared/secrets.ts';
-import { deliveryId, payloadOf } from '../../shared/webhooks/fanout-plan.ts';
+import { attemptRecord, deliveryId, payloadOf } from '../../shared/webhooks/fanout-plan.ts';
 import type { DeliveryLogRepository } from './delivery-log.repository.ts';
 
 export interface WebhookAdminDeps {
@@ -164,35 +165,9 @@ export function registerWebhookAdmin(deps: WebhookAdminDeps): void {
     secret_enc: secret ? deps.secrets.seal(secret, d.id) : null,
     secret_hint: secret ? secretHint(secret) : null,
   });
-  const decodeCursor = <T>(codec: ReturnType<typeof cursorCodec>, raw: string, check: (p: unknown[]) => T | undefined): T => {
-    try {
-      const v = check(codec.decode(raw));
-      if (v === undefined) throw new CursorError('cursor does not belong to this list');
-      return v;
-    } catch (err) {
-      if (err instanceof CursorError) throw new ApiError('validation_failed', `query.cursor: ${err.message}`);
-      throw err;
-    }
-  };
   const pendingRecord = (d: DeliveryRecord): Message => ({
     key: d.delivery_id,
-    value: deps.registry.encode('webhook-attempt', {
-      delivery_id: d.delivery_id,
-      tenant_id: d.tenant_id,
-      destination_id: d.destination_id,
-      event_id: d.event_id,
-      event_name: d.event_name,
-      attempt: 0,
-      state: 'pending',
-      started_at: null,
-      duration_ms: null,
-      status_code: null,
-      error_class: null,
-      next_attempt_at: null,
-      delivery_created_at: d.created_at,
-      recorded_at: now(),
-      body: d.body,
-    } satisfies WebhookAttemptRecord),
+    value: deps.registry.encode('webhook-attempt', attemptRecord(d, now(), { state: 'pending' })),
   });
   /** Queues a delivery for an attempt now (webhooks.manual.v1) and logs it as pending. */
   const enqueue = async (d: DeliveryRecord) => {
@@ -384,7 +359,7 @@ export function registerWebhookAdmin(deps: WebhookAdminDeps): void {
       const q = req.query;
       const filter = [q.status ?? '', q.destination_id ?? '', q.event_name ?? ''];
       const before = q.cursor
-        ? decodeCursor(deliveryCursor, q.cursor, (p) =>
+        ? readCursor(deliveryCursor, q.cursor, (p) =>
             p[0] === tenant.id && JSON.stringify(p[1]) === JSON.stringify(filter) && typeof p[2] === 'number' && typeof p[3] === 'string'
               ? { createdAt: p[2], id: p[3] }
               : undefined,
@@ -486,7 +461,7 @@ export function registerWebhookAdmin(deps: WebhookAdminDeps): void {
     async (req) => {
       const tenant = tenantOr404(req.params.tenant_id);
       const before = req.query.cursor
-        ? decodeCursor(securityCursor, req.query.cursor, (p) => (p[0] === tenant.id && typeof p[1] === 'number' && typeof p[2] === 'string' ? { ts: p[1], id: p[2] } : undefined))
+        ? readCursor(securityCursor, req.query.cursor, (p) => (p[0] === tenant.id && typeof p[1] === 'number' && typeof p[2] === 'string' ? { ts: p[1], id: p[2] } : undefined))
         : undefined;
       const rows = await deps.log.securityEvents({ tenantId: tenant.id, before, limit: req.query.limit + 1 });
       const page = rows.slice(0, req.query.limit);

@@ -2,7 +2,8 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { ConfigStore } from '../../shared/config-store/config-store.ts';
-import { CursorError, cursorCodec } from '../../shared/cursor.ts';
+import { cursorCodec } from '../../shared/cursor.ts';
+import { readCursor } from '../../shared/http/cursor-param.ts';
 import { shortName } from '../../shared/event-names.ts';
 import type { App } from '../../shared/http/app.ts';
 import { ApiError } from '../../shared/http/errors.ts';
@@ -32,19 +33,6 @@ export function startApi(deps: ApiDeps): { stop(): Promise<void> } {
   const eventCursor = cursorCodec('evt', deps.cursorSecret);
   const videoCursor = cursorCodec('cur', deps.cursorSecret);
 
-  const decode = <T>(codec: ReturnType<typeof cursorCodec>, raw: string, check: (p: unknown[]) => T | undefined): T => {
-    try {
-      const value = check(codec.decode(raw));
-      if (value === undefined) throw new CursorError('cursor does not belong to this list');
-      return value;
-    } catch (err) {
-      if (err instanceof CursorError) {
-        throw new ApiError('validation_failed', `query.cursor: ${err.message}`, { errors: [{ path: 'query.cursor', message: err.message }] });
-      }
-      throw err;
-    }
-  };
-
   /** The video, if the caller's tenant owns it: 404 for none, 403 for another tenant's. */
   const ownedVideo = (tenantId: string, raw: string) => {
     const video = deps.store.videos.get(parseVideoId(raw)!);
@@ -69,7 +57,7 @@ export function startApi(deps: ApiDeps): { stop(): Promise<void> } {
       const tenantId = req.principal!.tenantId;
       const { limit } = req.query;
       const after = req.query.cursor
-        ? decode(videoCursor, req.query.cursor, (p) =>
+        ? readCursor(videoCursor, req.query.cursor, (p) =>
             p[0] === tenantId && typeof p[1] === 'number' && typeof p[2] === 'string' ? { ts: p[1], id: p[2] } : undefined,
           )
         : undefined;
@@ -107,7 +95,7 @@ export function startApi(deps: ApiDeps): { stop(): Promise<void> } {
       const { limit, since, cursor } = req.query;
       const sinceMs = since === undefined ? 0 : Date.parse(since.length === 10 ? `${since}T00:00:00Z` : since);
       const after = cursor
-        ? decode(eventCursor, cursor, (p) =>
+        ? readCursor(eventCursor, cursor, (p) =>
             p[0] === video.id && typeof p[1] === 'number' && typeof p[2] === 'string' && isUuid(p[2]) ? { ts: p[1], id: p[2] } : undefined,
           )
         : undefined;

@@ -6,7 +6,7 @@ import { RETRY_TIERS, type Topics } from '../../shared/kafka/topics.ts';
 import type { Logger } from '../../shared/logger.ts';
 import type { Metrics } from '../../shared/metrics.ts';
 import type { SecretBox } from '../../shared/secrets.ts';
-import { deliveryId, hostOf, nextStep, payloadOf, selects, uuidV5 } from '../../shared/webhooks/fanout-plan.ts';
+import { attemptRecord, deliveryId, hostOf, nextStep, payloadOf, selects, uuidV5 } from '../../shared/webhooks/fanout-plan.ts';
 import { webhookHeaders } from '../../shared/webhooks/signing.ts';
 import { TrackedConsumer } from './tracked-consumer.ts';
 
@@ -100,25 +100,9 @@ export async function startFanout(deps: FanoutDeps) {
     }
   };
 
-  const attemptRecord = (d: DeliveryRecord, fields: Partial<WebhookAttemptRecord> & Pick<WebhookAttemptRecord, 'state'>): Message => ({
+  const attemptMessage = (d: DeliveryRecord, fields: Partial<WebhookAttemptRecord> & Pick<WebhookAttemptRecord, 'state'>): Message => ({
     key: d.delivery_id,
-    value: encode('webhook-attempt', {
-      delivery_id: d.delivery_id,
-      tenant_id: d.tenant_id,
-      destination_id: d.destination_id,
-      event_id: d.event_id,
-      event_name: d.event_name,
-      attempt: d.attempt,
-      started_at: null,
-      duration_ms: null,
-      status_code: null,
-      error_class: null,
-      next_attempt_at: null,
-      delivery_created_at: d.created_at,
-      recorded_at: now(),
-      body: d.body,
-      ...fields,
-    } satisfies WebhookAttemptRecord),
+    value: encode('webhook-attempt', attemptRecord(d, now(), fields)),
   });
 
   const securityEvent = (dest: DestinationRecord, eventId: string, eventName: string): { topic: string; messages: Message[] } => {
@@ -145,7 +129,7 @@ export async function startFanout(deps: FanoutDeps) {
   const attempt = async (d: DeliveryRecord): Promise<void> => {
     const dest = deps.store.destinations.get(d.destination_id);
     if (!dest) {
-      await durably(() => send([{ topic: deps.topics.webhookAttempts, messages: [attemptRecord(d, { state: 'failed', error_class: 'destination_deleted', attempt: d.attempt })] }]));
+      await durably(() => send([{ topic: deps.topics.webhookAttempts, messages: [attemptMessage(d, { state: 'failed', error_class: 'destination_deleted' })] }]));
       return;
     }
     const secret = secretOf(dest);
@@ -153,7 +137,7 @@ export async function startFanout(deps: FanoutDeps) {
       await durably(() =>
         send([
           securityEvent(dest, d.event_id, d.event_name),
-          { topic: deps.topics.webhookAttempts, messages: [attemptRecord(d, { state: 'failed', error_class: 'missing_secret' })] },
+          { topic: deps.topics.webhookAttempts, messages: [attemptMessage(d, { state: 'failed', error_class: 'missing_secret' })] },
         ]),
       );
       return;
@@ -165,7 +149,7 @@ export async function startFanout(deps: FanoutDeps) {
     const outcome = step.kind === 'retry' ? 'retrying' : step.kind;
     deps.metrics.webhookAttempts.inc({ outcome, error_class: result.errorClass ?? (result.ok ? 'none' : 'http_status') });
     deps.metrics.webhookAttemptDuration.observe(result.durationMs / 1000);
-    const record = attemptRecord(d, {
+    const record = attemptMessage(d, {
       state: outcome,
       started_at: startedAt,
       duration_ms: Math.round(result.durationMs),

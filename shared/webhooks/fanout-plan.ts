@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { DestinationRecord, PlayerEventRecord } from '../../schemas/records.ts';
+import type { DeliveryRecord, DestinationRecord, PlayerEventRecord, WebhookAttemptRecord } from '../../schemas/records.ts';
 import { WEBHOOK_EVENTS } from '../event-names.ts';
 
 /**
@@ -82,4 +82,32 @@ export function hostOf(url: string): string {
   } catch {
     return 'invalid-url';
   }
+}
+
+/**
+ * The delivery-log record of a state change of `d`: an attempt's outcome, or
+ * `pending` (attempt 0) when it is queued by hand.
+ */
+export function attemptRecord(
+  d: DeliveryRecord,
+  recordedAt: number,
+  fields: Partial<WebhookAttemptRecord> & Pick<WebhookAttemptRecord, 'state'>,
+): WebhookAttemptRecord {
+  return {
+    delivery_id: d.delivery_id,
+    tenant_id: d.tenant_id,
+    destination_id: d.destination_id,
+    event_id: d.event_id,
+    event_name: d.event_name,
+    attempt: fields.state === 'pending' ? 0 : d.attempt,
+    started_at: null,
+    duration_ms: null,
+    status_code: null,
+    error_class: null,
+    next_attempt_at: null,
+    delivery_created_at: d.created_at,
+    recorded_at: recordedAt,
+    body: d.body,
+    ...fields,
+  };
 }
