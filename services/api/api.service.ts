@@ -93,7 +93,7 @@ export function startApi(deps: ApiDeps): { stop(): Promise<void> } {
       const tenantId = req.principal!.tenantId;
       const video = ownedVideo(tenantId, req.params.video_id);
       const { limit, since, cursor } = req.query;
-      const sinceMs = since === undefined ? 0 : Date.parse(since.length === 10 ? `${since}T00:00:00Z` : since);
+      const sinceMs = since === undefined ? undefined : Date.parse(since.length === 10 ? `${since}T00:00:00Z` : since);
       const after = cursor
         ? readCursor(eventCursor, cursor, (p) =>
             p[0] === video.id && typeof p[1] === 'number' && typeof p[2] === 'string' && isUuid(p[2]) ? { ts: p[1], id: p[2] } : undefined,

@@ -18,14 +18,14 @@ export class EventsRepository {
   }
 
   /** One keyset page of a video's events ordered by (timestamp, event_id), signals excluded. */
-  async page(q: { tenantId: string; videoId: string; sinceMs: number; after?: { ts: number; id: string }; limit: number }): Promise<EventRow[]> {
+  async page(q: { tenantId: string; videoId: string; sinceMs: number | undefined; after?: { ts: number; id: string }; limit: number }): Promise<EventRow[]> {
     const rs = await this.#ch.query({
       query: `
         SELECT event_name, visitor_id, toUnixTimestamp64Milli(timestamp) AS ts, toString(event_id) AS id_text
         FROM events FINAL
         WHERE tenant_id = {tenant:UUID} AND video_id = {video:UUID}
           AND event_name NOT IN {signals:Array(String)}
-          AND timestamp >= fromUnixTimestamp64Milli({since:Int64}, 'UTC')
+          ${q.sinceMs === undefined ? '' : "AND timestamp >= fromUnixTimestamp64Milli({since:Int64}, 'UTC')"}
           ${q.after ? "AND (timestamp, event_id) > (fromUnixTimestamp64Milli({after_ts:Int64}, 'UTC'), {after_id:UUID})" : ''}
         ORDER BY timestamp, event_id
         LIMIT {limit:UInt32}`,
@@ -33,7 +33,7 @@ export class EventsRepository {
         tenant: q.tenantId,
         video: q.videoId,
         signals: [...PLAYER_SIGNALS],
-        since: q.sinceMs,
+        since: q.sinceMs ?? 0,
         after_ts: q.after?.ts ?? 0,
         after_id: q.after?.id ?? '00000000-0000-0000-0000-000000000000',
         limit: q.limit,

@@ -5,6 +5,8 @@ import { SESSION_ID_RE, VISITOR_ID_RE, parseVideoId } from '../../shared/ids.ts'
 export const MAX_EVENTS_PER_REQUEST = 500;
 /** How far in the future an occurred_at may lie (clock skew of players). */
 export const MAX_FUTURE_SKEW_MS = 5 * 60 * 1000;
+/** No player event predates this; older occurred_at values are clock faults. */
+export const EARLIEST_OCCURRED_AT = Date.UTC(2000, 0, 1);
 
 const attribution = z.string().max(512).optional();
 
@@ -40,7 +42,7 @@ export const CollectEvent = z
     occurred_at: z.iso
       .datetime({ offset: true })
       .optional()
-      .meta({ description: 'When it happened (ISO 8601); at most 5 minutes in the future. Defaults to the time of receipt.' }),
+      .meta({ description: 'When it happened (ISO 8601); from 2000-01-01 to at most 5 minutes in the future. Defaults to the time of receipt.' }),
     play_ms: z.number().int().min(0).max(3_600_000).optional().meta({ description: 'heartbeat: played ms since the last heartbeat' }),
     focus_ms: z.number().int().min(0).max(3_600_000).optional().meta({ description: 'heartbeat: played ms with the page focused' }),
     from: z.number().min(0).max(1e7).optional().meta({ description: 'seek: position before, seconds' }),

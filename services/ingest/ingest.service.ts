@@ -16,6 +16,7 @@ import {
   CollectQuery,
   ConversionAccepted,
   ConversionBody,
+  EARLIEST_OCCURRED_AT,
   MAX_FUTURE_SKEW_MS,
   type CollectEvent,
 } from './collect.schema.ts';
@@ -94,6 +95,9 @@ export function startIngest(deps: IngestDeps): { stop(): Promise<void> } {
   const eventTime = (occurredAt: string | undefined, received: number, path: string): number => {
     if (occurredAt === undefined) return received;
     const t = Date.parse(occurredAt);
+    if (t < EARLIEST_OCCURRED_AT) {
+      throw new ApiError('validation_failed', `${path}: before 2000-01-01`, { errors: [{ path, message: 'before 2000-01-01' }] });
+    }
     if (t > received + MAX_FUTURE_SKEW_MS) {
       throw new ApiError('validation_failed', `${path}: more than 5 minutes in the future`, {
         errors: [{ path, message: 'more than 5 minutes in the future' }],

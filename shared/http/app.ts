@@ -34,7 +34,14 @@ export async function buildHttpApp(opts: { log: Logger; metrics: Metrics; bodyLi
     genReqId: () => `req_${randomBytes(9).toString('base64url')}`,
     requestIdHeader: false,
     trustProxy: false,
-    routerOptions: { ignoreTrailingSlash: true },
+    // Long enough for any id we issue or accept (validation then answers 422).
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 512 },
+    // Errors raised before routing (a malformed percent-escape in the path)
+    // get the same problem+json shape as everything else.
+    frameworkErrors: (err, req, reply) => {
+      reply.header('X-Request-Id', req.id);
+      sendProblem(reply as unknown as ProblemReply, req.id, new ApiError('bad_request', err.message));
+    },
   }).withTypeProvider<ZodTypeProvider>();
 
   app.setValidatorCompiler(validatorCompiler);

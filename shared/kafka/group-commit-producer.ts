@@ -23,6 +23,11 @@ export interface GroupCommitProducerOptions {
   timeoutMs: number;
   /** Most messages put in one transaction. */
   maxMessages?: number;
+  /**
+   * Most bytes put in one transaction. kafkajs sends each partition's share
+   * as one record batch, which must stay under the topic's max.message.bytes.
+   */
+  maxBytes?: number;
   onCommit?: (messages: number, ms: number) => void;
 }
 
@@ -82,13 +87,19 @@ export class GroupCommitProducer {
   }
 
   #take(): Pending[] {
-    const max = this.#opts.maxMessages ?? 10000;
+    const maxMessages = this.#opts.maxMessages ?? 10000;
+    const maxBytes = this.#opts.maxBytes ?? 2 * 1024 * 1024;
     const group: Pending[] = [];
     let count = 0;
-    while (this.#queue.length > 0 && (group.length === 0 || count + this.#queue[0]!.messages.length <= max)) {
-      const next = this.#queue.shift()!;
-      group.push(next);
+    let bytes = 0;
+    while (this.#queue.length > 0) {
+      const next = this.#queue[0]!;
+      const size = next.messages.reduce((n, m) => n + (m.value?.length ?? 0) + (m.key?.length ?? 0), 0);
+      // A request is never split: the first one goes in whatever its size.
+      if (group.length > 0 && (count + next.messages.length > maxMessages || bytes + size > maxBytes)) break;
+      group.push(this.#queue.shift()!);
       count += next.messages.length;
+      bytes += size;
     }
     return group;
   }

@@ -58,7 +58,12 @@ export function topicDefinitions(topics: Topics, partitions: number): ITopicConf
       topic: topics.playerEvents,
       numPartitions: partitions,
       replicationFactor: -1,
-      configEntries: [{ name: 'retention.ms', value: '-1' }],
+      // Room for a whole intake transaction in one partition's record batch
+      // (the producer caps a transaction at 2 MiB; one request is ≤ 1 MiB of JSON).
+      configEntries: [
+        { name: 'retention.ms', value: '-1' },
+        { name: 'max.message.bytes', value: String(8 * 1024 * 1024) },
+      ],
     },
     ...CONFIG_KINDS.map((k) => compacted(topics[k])),
     // Deliveries waiting for a retry, or queued by hand (Test, reprocess):
