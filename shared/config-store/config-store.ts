@@ -3,6 +3,7 @@ import { Partitioners, type Admin, type Consumer, type Kafka, type KafkaMessage,
 import type { SchemaRegistry, Subject } from '../../schemas/registry.ts';
 import type { ApiKeyRecord, ApiKeyUsageRecord, DestinationRecord, TenantRecord, VideoRecord } from '../../schemas/records.ts';
 import { CONFIG_KINDS, type ConfigKind, type Topics } from '../kafka/topics.ts';
+import { retryStartup } from '../kafka/kafka.ts';
 import type { Logger } from '../logger.ts';
 
 const SUBJECT_OF: Record<ConfigKind, Subject> = {
@@ -57,7 +58,7 @@ export class ConfigStore {
   /** Reads every config topic to its end before resolving, then keeps following. */
   async start(admin: Admin, timeoutMs = 60000): Promise<void> {
     const ends = await Promise.all(
-      CONFIG_KINDS.map(async (kind) => [kind, await admin.fetchTopicOffsets(this.#topics[kind])] as const),
+      CONFIG_KINDS.map(async (kind) => [kind, await retryStartup(() => admin.fetchTopicOffsets(this.#topics[kind]))] as const),
     );
     await this.#consumer.connect();
     await this.#consumer.subscribe({ topics: CONFIG_KINDS.map((k) => this.#topics[k]), fromBeginning: true });

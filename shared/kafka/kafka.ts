@@ -47,3 +47,20 @@ export async function waitForCoordinator(admin: Admin, timeoutMs = 30000): Promi
     await new Promise((r) => setTimeout(r, 200));
   }
 }
+
+/**
+ * Retries a start-up call that can fail while a freshly created topic's
+ * metadata spreads ("not the leader", "does not host this topic-partition").
+ */
+export async function retryStartup<T>(fn: () => Promise<T>, timeoutMs = 30000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (let delay = 100; ; delay = Math.min(delay * 2, 1000)) {
+    try {
+      return await fn();
+    } catch (err) {
+      const retriable = (err as { retriable?: boolean }).retriable !== false;
+      if (!retriable || Date.now() + delay > deadline) throw err;
+      await new Promise((r) => setTimeout(r, delay));
+    }
+  }
+}
