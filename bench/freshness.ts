@@ -1,0 +1,252 @@
+import { type BenchContext, CONCURRENT_TX, sleep } from './context.ts';
+import { CpuMeter } from './cpu.ts';
+import { HttpClient } from './http-client.ts';
+import { promSample, quantile } from './stats.ts';
+import { playerEvent } from './workload.ts';
+import type { StackWorker } from './worker-client.ts';
+
+export interface FreshnessResult {
+  targetPerSec: number;
+  achievedPerSec: number;
+  measureSec: number;
+  requests: number;
+  failed: number;
+  skipped: number;
+  ackP50: number;
+  ackP99: number;
+  probes: number;
+  seen: number;
+  /** 202 ack → first API response that lists the event. */
+  p50: number;
+  p99: number;
+  max: number;
+  /** Share of probes readable within 1 s of their ack. */
+  within1s: number;
+  /** Send → readable (includes the ack latency). */
+  sendP50: number;
+  sendP99: number;
+  pollP50: number;
+  polls: number;
+  cores: Record<string, number>;
+  /** From the service's /metrics and log over the whole phase (warm-up included). */
+  txPerSec: number;
+  txMeanMs: number;
+  retriesPerSec: number;
+  insertsPerSec: number;
+  meanBatch: number;
+  insertMeanMs: number;
+}
+
+interface ServiceCounters {
+  commits: number;
+  commitSec: number;
+  inserts: number;
+  insertSec: number;
+  rows: number;
+  retries: number;
+}
+
+async function counters(client: HttpClient, worker: StackWorker): Promise<ServiceCounters> {
+  const text = (await client.request('GET', '/metrics')).body;
+  return {
+    commits: promSample(text, 'kafka_produce_commit_duration_seconds_count'),
+    commitSec: promSample(text, 'kafka_produce_commit_duration_seconds_sum'),
+    inserts: promSample(text, 'clickhouse_insert_duration_seconds_count', '{table="events"}') || 0,
+    insertSec: promSample(text, 'clickhouse_insert_duration_seconds_sum', '{table="events"}') || 0,
+    rows: promSample(text, 'projector_batch_size_sum') || 0,
+    retries: worker.countInLog(CONCURRENT_TX),
+  };
+}
+
+interface Probe {
+  visitor: string;
+  occurredAt: number;
+  sentAt: number;
+  ackAt?: number;
+  visibleAt?: number;
+}
+
+/**
+ * Open loop at a fixed rate: a batch of `batch` events every
+ * batch/rate seconds through /v1/collect, whatever the service's latency.
+ * Every `probeEvery`-th batch carries a probe event (a unique visitor on a
+ * video of its own); one poller asks GET /v1/videos/:probe/events?since=
+ * (the oldest unseen probe) back to back, so a probe counts as readable at
+ * the first API response that lists it.
+ */
+export async function benchFreshness(
+  ctx: BenchContext,
+  worker: StackWorker,
+  opts: {
+    playerKey: string;
+    apiKey: string;
+    loadVideos: string[];
+    probeVideo: string;
+    rate: number;
+    batch: number;
+    warmupMs: number;
+    measureMs: number;
+    drainMs: number;
+    probeEvery: number;
+  },
+): Promise<FreshnessResult> {
+  const sender = new HttpClient(worker.ready.url, 128);
+  const poller = new HttpClient(worker.ready.url, 1);
+  const headers = { 'x-player-key': opts.playerKey };
+  const auth = { authorization: `Bearer ${opts.apiKey}` };
+  // Bodies are pre-serialised but for the last event, which is a probe or a filler.
+  const heads = Array.from({ length: 32 }, (_, k) =>
+    Array.from({ length: opts.batch - 1 }, (_, j) => JSON.stringify(playerEvent(k * opts.batch + j, opts.loadVideos))).join(','),
+  );
+  const filler = JSON.stringify(playerEvent(3, opts.loadVideos));
+  const intervalMs = (1000 * opts.batch) / opts.rate;
+
+  const pending = new Map<string, Probe>();
+  const probes: Probe[] = [];
+  const ackLatencies: number[] = [];
+  let inflight = 0;
+  let requests = 0;
+  let failed = 0;
+  let skipped = 0;
+  let measuredBatches = 0;
+
+  const start = performance.now();
+  const measureStart = start + opts.warmupMs;
+  const sendEnd = measureStart + opts.measureMs;
+
+  const fire = (i: number) => {
+    if (inflight >= 2000) {
+      skipped++;
+      return;
+    }
+    const sentAt = performance.now();
+    const measuring = sentAt >= measureStart;
+    if (measuring) measuredBatches++;
+    let last = filler;
+    let probe: Probe | undefined;
+    if (measuring && i % opts.probeEvery === 0) {
+      const occurredAt = Date.now();
+      probe = { visitor: `vis_probe_${i}`, occurredAt, sentAt };
+      last = JSON.stringify({
+        event_name: 'video_play',
+        video_id: opts.probeVideo,
+        session_id: `ses_probe_${i}`,
+        visitor_id: probe.visitor,
+        current_time: 1,
+        duration: 600,
+        watched_percentage: 0,
+        occurred_at: new Date(occurredAt).toISOString(),
+      });
+      pending.set(probe.visitor, probe);
+      probes.push(probe);
+    }
+    inflight++;
+    requests++;
+    sender.request('POST', '/v1/collect', { body: `{"events":[${heads[i % heads.length]},${last}]}`, headers }).then(
+      (res) => {
+        inflight--;
+        const ackAt = performance.now();
+        if (res.status !== 202) {
+          failed++;
+          if (probe) pending.delete(probe.visitor);
+          return;
+        }
+        if (measuring) ackLatencies.push(ackAt - sentAt);
+        if (probe) probe.ackAt = ackAt;
+      },
+      () => {
+        inflight--;
+        failed++;
+        if (probe) pending.delete(probe.visitor);
+      },
+    );
+  };
+
+  const send = async () => {
+    let i = 0;
+    for (;;) {
+      const now = performance.now();
+      if (now >= sendEnd) break;
+      const due = Math.floor((now - start) / intervalMs);
+      while (i <= due) fire(i++);
+      await sleep(1);
+    }
+  };
+
+  const pollLatencies: number[] = [];
+  const poll = async () => {
+    const deadline = sendEnd + opts.drainMs;
+    while (performance.now() < deadline) {
+      const oldest = pending.values().next().value;
+      if (!oldest) {
+        if (performance.now() >= sendEnd && inflight === 0) return;
+        await sleep(2);
+        continue;
+      }
+      const t = performance.now();
+      const since = encodeURIComponent(new Date(oldest.occurredAt).toISOString());
+      const res = await poller.request('GET', `/v1/videos/${opts.probeVideo}/events?limit=1000&since=${since}`, { headers: auth });
+      const at = performance.now();
+      pollLatencies.push(at - t);
+      if (res.status !== 200) throw new Error(`events poll: HTTP ${res.status} ${res.body.slice(0, 200)}\n${worker.logTail(10)}`);
+      for (const item of (JSON.parse(res.body) as { data: { visitor_id: string }[] }).data) {
+        const p = pending.get(item.visitor_id);
+        if (p) {
+          p.visibleAt = at;
+          pending.delete(item.visitor_id);
+        }
+      }
+    }
+  };
+
+  const meter = new CpuMeter({ bench: process.pid, service: worker.pid, broker: ctx.brokerPid });
+  const before = await counters(poller, worker);
+  meter.start();
+  await Promise.all([send(), poll()]);
+  const cores = meter.stop();
+  const after = await counters(poller, worker);
+  const phaseSec = (performance.now() - start) / 1000;
+  // Acks still on the wire when polling stopped are waited for, briefly.
+  for (let i = 0; inflight > 0 && i < 500; i++) await sleep(10);
+  sender.close();
+  poller.close();
+
+  const seen = probes.filter((p) => p.visibleAt !== undefined && p.ackAt !== undefined);
+  const fresh = seen.map((p) => Math.max(0, p.visibleAt! - p.ackAt!));
+  const unseen = probes.filter((p) => p.ackAt !== undefined && p.visibleAt === undefined).length;
+  // An acknowledged probe never seen counts as later than anything seen.
+  const withUnseen = [...fresh, ...Array.from({ length: unseen }, () => Number.POSITIVE_INFINITY)];
+  return {
+    targetPerSec: opts.rate,
+    achievedPerSec: (measuredBatches * opts.batch) / (opts.measureMs / 1000),
+    measureSec: opts.measureMs / 1000,
+    requests,
+    failed,
+    skipped,
+    ackP50: quantile(ackLatencies, 0.5),
+    ackP99: quantile(ackLatencies, 0.99),
+    probes: probes.filter((p) => p.ackAt !== undefined).length,
+    seen: seen.length,
+    p50: quantile(withUnseen, 0.5),
+    p99: quantile(withUnseen, 0.99),
+    max: Math.max(...withUnseen),
+    within1s: withUnseen.filter((f) => f <= 1000).length / Math.max(1, withUnseen.length),
+    sendP50: quantile(
+      seen.map((p) => p.visibleAt! - p.sentAt),
+      0.5,
+    ),
+    sendP99: quantile(
+      seen.map((p) => p.visibleAt! - p.sentAt),
+      0.99,
+    ),
+    pollP50: quantile(pollLatencies, 0.5),
+    polls: pollLatencies.length,
+    cores,
+    txPerSec: (after.commits - before.commits) / phaseSec,
+    txMeanMs: ((after.commitSec - before.commitSec) / (after.commits - before.commits)) * 1000,
+    retriesPerSec: (after.retries - before.retries) / phaseSec,
+    insertsPerSec: (after.inserts - before.inserts) / phaseSec,
+    meanBatch: (after.rows - before.rows) / (after.inserts - before.inserts),
+    insertMeanMs: ((after.insertSec - before.insertSec) / (after.inserts - before.inserts)) * 1000,
+  };
+}

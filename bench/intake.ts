@@ -1,0 +1,235 @@
+import { Partitioners, type Message, type Producer } from 'kafkajs';
+import { SchemaRegistry } from '../schemas/registry.ts';
+import { parseVideoId } from '../shared/ids.ts';
+import { GroupCommitProducer } from '../shared/kafka/group-commit-producer.ts';
+import { topicNames } from '../shared/kafka/topics.ts';
+import { type BenchContext, CONCURRENT_TX, setupTenant } from './context.ts';
+import { CpuMeter } from './cpu.ts';
+import { HttpClient } from './http-client.ts';
+import { median, promSample, quantile } from './stats.ts';
+import { collectBodies, kafkaMessages, recordOf, type PlayerEvent } from './workload.ts';
+
+export const INTAKE_MODES = ['intake', 'raw', 'rawTx', 'groupCommit'] as const;
+export type IntakeMode = (typeof INTAKE_MODES)[number];
+
+export const MODE_LABEL: Record<IntakeMode, string> = {
+  intake: 'POST /v1/collect (HTTP → group-commit tx → Kafka)',
+  raw: 'raw kafkajs producer, acks=-1, no tx',
+  rawTx: 'raw kafkajs tx producer, 1 tx per batch',
+  groupCommit: 'GroupCommitProducer direct (no HTTP)',
+};
+
+export interface RoundResult {
+  eventsPerSec: number;
+  requests: number;
+  errors: number;
+  latencies: number[];
+  cores: Record<string, number>;
+  /** Kafka transactions committed (NaN for the non-transactional mode). */
+  transactions: number;
+  /** Mean time of one transaction, ms. */
+  txMeanMs: number;
+  /** kafkajs retries after CONCURRENT_TRANSACTIONS. */
+  concurrentTxRetries: number;
+  seconds: number;
+}
+
+export interface IntakeResult {
+  partitions: number;
+  concurrency: number;
+  batch: number;
+  roundMs: number;
+  rounds: Record<IntakeMode, RoundResult[]>;
+  median: Record<IntakeMode, number>;
+  p50: Record<IntakeMode, number>;
+  p99: Record<IntakeMode, number>;
+  cores: Record<IntakeMode, Record<string, number>>;
+  /** Medians over rounds of transactions/s, events per transaction, mean transaction ms, retries/s. */
+  txPerSec: Record<IntakeMode, number>;
+  eventsPerTx: Record<IntakeMode, number>;
+  txMeanMs: Record<IntakeMode, number>;
+  retriesPerSec: Record<IntakeMode, number>;
+}
+
+/**
+ * Closed loop: `concurrency` clients each send one batch and wait for its
+ * acknowledgement before the next, for `durationMs`.
+ */
+async function closedLoop(durationMs: number, concurrency: number, op: (client: number, i: number) => Promise<void>) {
+  const latencies: number[] = [];
+  let requests = 0;
+  let errors = 0;
+  let lastError = '';
+  const started = performance.now();
+  const end = started + durationMs;
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async (_, c) => {
+      while (performance.now() < end) {
+        const t = performance.now();
+        try {
+          await op(c, next++);
+          latencies.push(performance.now() - t);
+          requests++;
+        } catch (err) {
+          errors++;
+          lastError = err instanceof Error ? err.message : String(err);
+          // Fails fast rather than spinning on a broken setup.
+          if (errors > 50 && errors > requests) throw new Error(`too many errors, last: ${lastError}`);
+        }
+      }
+    }),
+  );
+  const seconds = (performance.now() - started) / 1000;
+  return { requests, errors, latencies, seconds, lastError };
+}
+
+/**
+ * Intake throughput against the same broker and topic with three baselines:
+ * a plain kafkajs producer (the ceiling), a kafkajs transactional producer
+ * with one transaction per batch, and the service's own GroupCommitProducer
+ * without HTTP (what HTTP, JSON and validation cost on top). Modes are
+ * interleaved round by round so that a noisy neighbour hits all of them.
+ */
+export async function benchIntake(
+  ctx: BenchContext,
+  opts: { concurrency: number; batch: number; roundMs: number; rounds: number; warmupMs: number },
+): Promise<IntakeResult> {
+  const { worker, prefix } = await ctx.startWorker('intake', 'ingest,admin');
+  const client = new HttpClient(worker.ready.url, opts.concurrency + 4);
+  const producers: Producer[] = [];
+  let groupCommit: GroupCommitProducer | undefined;
+  try {
+    const { tenant, videoIds } = await setupTenant(client, worker.ready.adminToken, 'bench intake', 8, false);
+    const topic = topicNames(prefix).playerEvents;
+    const bodies = collectBodies(videoIds, 256, opts.batch);
+    const registry = SchemaRegistry.fromManifest();
+    const now = Date.now();
+    // The same events the HTTP clients send, as the intake would encode them.
+    const messages: Message[][] = bodies.map((b) => {
+      const events = (JSON.parse(b.toString('utf8')) as { events: PlayerEvent[] }).events;
+      return kafkaMessages(
+        registry,
+        events.map((e) => recordOf(e, tenant.id, (v) => parseVideoId(v)!, now)),
+      );
+    });
+
+    const raw = ctx.kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner });
+    producers.push(raw);
+    await raw.connect();
+    const txs: Producer[] = [];
+    for (let i = 0; i < opts.concurrency; i++) {
+      const p = ctx.kafka.producer({
+        createPartitioner: Partitioners.DefaultPartitioner,
+        transactionalId: `bench-${ctx.runId}-tx-${i}`,
+        idempotent: true,
+        maxInFlightRequests: 1,
+      });
+      producers.push(p);
+      txs.push(p);
+    }
+    await Promise.all(txs.map((p) => p.connect()));
+    const gcStats = { commits: 0, ms: 0 };
+    groupCommit = new GroupCommitProducer({
+      kafka: ctx.kafka,
+      log: ctx.log,
+      lingerMs: ctx.lingerMs,
+      timeoutMs: ctx.produceTimeoutMs,
+      onCommit: (_n, ms) => {
+        gcStats.commits++;
+        gcStats.ms += ms;
+      },
+    });
+    await groupCommit.connect();
+    const gc = groupCommit;
+
+    const headers = { 'x-player-key': tenant.player_key };
+    const ops: Record<IntakeMode, (c: number, i: number) => Promise<void>> = {
+      intake: async (_c, i) => {
+        const res = await client.request('POST', '/v1/collect', { body: bodies[i % bodies.length]!, headers });
+        if (res.status !== 202) throw new Error(`collect: HTTP ${res.status} ${res.body.slice(0, 200)}`);
+      },
+      raw: async (_c, i) => {
+        await raw.send({ topic, acks: -1, messages: messages[i % messages.length]! });
+      },
+      rawTx: async (c, i) => {
+        const tx = await txs[c]!.transaction();
+        try {
+          await tx.send({ topic, acks: -1, messages: messages[i % messages.length]! });
+          await tx.commit();
+        } catch (err) {
+          await tx.abort().catch(() => undefined);
+          throw err;
+        }
+      },
+      groupCommit: (_c, i) => gc.send(topic, messages[i % messages.length]!),
+    };
+
+    const meter = new CpuMeter({ bench: process.pid, service: worker.pid, broker: ctx.brokerPid });
+    for (const mode of INTAKE_MODES) {
+      ctx.progress(`intake: warm-up ${mode}`);
+      await closedLoop(opts.warmupMs, opts.concurrency, ops[mode]);
+    }
+    // Transactions of the intake are read from its /metrics, those of the
+    // in-process producers from their callbacks; retries from the logs.
+    const serviceTx = async () => {
+      const text = (await client.request('GET', '/metrics')).body;
+      const hist = 'kafka_produce_commit_duration_seconds';
+      return { commits: promSample(text, `${hist}_count`), ms: promSample(text, `${hist}_sum`) * 1000, retries: worker.countInLog(CONCURRENT_TX) };
+    };
+    const txState = async (mode: IntakeMode) =>
+      mode === 'intake' ? serviceTx() : { commits: gcStats.commits, ms: gcStats.ms, retries: ctx.concurrentTxRetries() };
+
+    const rounds = Object.fromEntries(INTAKE_MODES.map((m) => [m, [] as RoundResult[]])) as Record<IntakeMode, RoundResult[]>;
+    for (let r = 0; r < opts.rounds; r++) {
+      for (const mode of INTAKE_MODES) {
+        const before = await txState(mode);
+        meter.start();
+        const res = await closedLoop(opts.roundMs, opts.concurrency, ops[mode]);
+        const cores = meter.stop();
+        const after = await txState(mode);
+        const eventsPerSec = (res.requests * opts.batch) / res.seconds;
+        const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+        const commits = mode === 'rawTx' ? res.requests : after.commits - before.commits;
+        rounds[mode].push({
+          eventsPerSec,
+          requests: res.requests,
+          errors: res.errors,
+          latencies: res.latencies,
+          cores,
+          seconds: res.seconds,
+          transactions: mode === 'raw' ? Number.NaN : commits,
+          txMeanMs: mode === 'raw' ? Number.NaN : mode === 'rawTx' ? mean(res.latencies) : (after.ms - before.ms) / commits,
+          concurrentTxRetries: mode === 'raw' ? Number.NaN : after.retries - before.retries,
+        });
+        ctx.progress(
+          `intake round ${r + 1}/${opts.rounds} ${mode}: ${Math.round(eventsPerSec)} events/s, ${res.errors} errors${res.lastError ? ` (${res.lastError})` : ''}`,
+        );
+      }
+    }
+    const per = <T>(f: (rs: RoundResult[]) => T) => Object.fromEntries(INTAKE_MODES.map((m) => [m, f(rounds[m])])) as Record<IntakeMode, T>;
+    return {
+      partitions: ctx.partitions,
+      concurrency: opts.concurrency,
+      batch: opts.batch,
+      roundMs: opts.roundMs,
+      rounds,
+      median: per((rs) => median(rs.map((r) => r.eventsPerSec))),
+      p50: per((rs) => quantile(rs.flatMap((r) => r.latencies), 0.5)),
+      p99: per((rs) => quantile(rs.flatMap((r) => r.latencies), 0.99)),
+      cores: per((rs) => {
+        const keys = Object.keys(rs[0]?.cores ?? {});
+        return Object.fromEntries(keys.map((k) => [k, median(rs.map((r) => r.cores[k]!))]));
+      }),
+      txPerSec: per((rs) => median(rs.map((r) => r.transactions / r.seconds))),
+      eventsPerTx: per((rs) => median(rs.map((r) => (r.requests * opts.batch) / r.transactions))),
+      txMeanMs: per((rs) => median(rs.map((r) => r.txMeanMs))),
+      retriesPerSec: per((rs) => median(rs.map((r) => r.concurrentTxRetries / r.seconds))),
+    };
+  } finally {
+    await groupCommit?.close().catch(() => undefined);
+    await Promise.all(producers.map((p) => p.disconnect().catch(() => undefined)));
+    client.close();
+    await worker.stop();
+  }
+}

@@ -1,0 +1,163 @@
+import { randomUUID } from 'node:crypto';
+import { Partitioners } from 'kafkajs';
+import { SchemaRegistry } from '../schemas/registry.ts';
+import { parseVideoId, toVideoId } from '../shared/ids.ts';
+import { ensureTopics, topicDefinitions, topicNames } from '../shared/kafka/topics.ts';
+import { type BenchContext, sleep } from './context.ts';
+import { CpuMeter } from './cpu.ts';
+import { HttpClient } from './http-client.ts';
+import { median, promSample } from './stats.ts';
+import type { RawInsertResult, WatchResult } from './worker-protocol.ts';
+import { kafkaMessages, playerEvent, recordOf } from './workload.ts';
+
+export interface ProjectorRound {
+  events: number;
+  preloadPerSec: number;
+  /** Events/s from the first rows in ClickHouse to the last. */
+  steadyPerSec: number;
+  /** Events/s from the stack being up (projector started) to the last row. */
+  fromStartPerSec: number;
+  /** Seconds from startStack to the projector's group delivering the first rows. */
+  startupSec: number;
+  meanBatch: number;
+  meanInsertMs: number;
+  inserts: number;
+  /** Seconds spent inside ClickHouse insert calls, all inserts together. */
+  insertTotalSec: number;
+  /** Seconds from the stack being up to the last row (the projector starts inside startStack, a little earlier). */
+  wallSec: number;
+  cores: Record<string, number>;
+  raw: RawInsertResult;
+}
+
+export interface ProjectorResult {
+  rounds: ProjectorRound[];
+  steadyMedian: number;
+  fromStartMedian: number;
+  rawWithMvMedian: number;
+  rawPlainMedian: number;
+  meanBatch: number;
+}
+
+/**
+ * Projector throughput: `events` records pre-loaded on a fresh player-events
+ * topic, then a stack running only the projector is started and timed until
+ * `SELECT count() FROM events` reaches them; then, in the same process, the
+ * same rows are inserted raw into scratch tables with the projector's mean
+ * batch size.
+ */
+export async function benchProjector(ctx: BenchContext, opts: { events: number; rounds: number }): Promise<ProjectorResult> {
+  const registry = SchemaRegistry.fromManifest();
+  const rounds: ProjectorRound[] = [];
+  for (let r = 0; r < opts.rounds; r++) {
+    const name = `projector${r + 1}`;
+    const prefix = `bench-${ctx.runId}-${name}.`;
+    const topics = topicNames(prefix);
+    const admin = ctx.kafka.admin();
+    await admin.connect();
+    await ensureTopics(admin, topicDefinitions(topics, ctx.partitions));
+    // A topic created a moment ago can still answer NOT_LEADER on a loaded
+    // broker; ListOffsets succeeding on every partition means it is served.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await admin.fetchTopicOffsets(topics.playerEvents);
+        break;
+      } catch (err) {
+        if (attempt >= 100) throw err;
+        await sleep(200);
+      }
+    }
+    await admin.disconnect();
+
+    ctx.progress(`projector round ${r + 1}/${opts.rounds}: pre-loading ${opts.events} events`);
+    const tenantId = randomUUID();
+    const videoIds = Array.from({ length: 8 }, () => toVideoId(randomUUID()));
+    const base = Date.now() - opts.events;
+    const producer = ctx.kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner });
+    await producer.connect();
+    const chunk = 500;
+    let next = 0;
+    const t0 = performance.now();
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        while (next < opts.events) {
+          const from = next;
+          next = Math.min(opts.events, next + chunk);
+          const records = [];
+          for (let i = from; i < next; i++) records.push(recordOf(playerEvent(i, videoIds), tenantId, (v) => parseVideoId(v)!, base + i));
+          const messages = kafkaMessages(registry, records);
+          for (let attempt = 0; ; attempt++) {
+            try {
+              await producer.send({ topic: topics.playerEvents, acks: -1, messages });
+              break;
+            } catch (err) {
+              if (attempt >= 5) throw err;
+              await sleep(500);
+            }
+          }
+        }
+      }),
+    );
+    const preloadPerSec = opts.events / ((performance.now() - t0) / 1000);
+    await producer.disconnect();
+
+    ctx.progress(`projector round ${r + 1}/${opts.rounds}: starting the projector`);
+    const { worker } = await ctx.startWorker(name, 'projector', {
+      BENCH_WATCH_TARGET: String(opts.events),
+      BENCH_WATCH_TIMEOUT_MS: '180000',
+    });
+    try {
+      const meter = new CpuMeter({ service: worker.pid, broker: ctx.brokerPid });
+      meter.start();
+      const watch = await worker.rpc<WatchResult>({ op: 'awaitWatch' }, 200_000);
+      const cores = meter.stop();
+      if (!watch.reached) throw new Error(`projector: only ${watch.count} of ${opts.events} rows after ${(watch.doneAt - watch.watchStartedAt) / 1000} s`);
+      const { startedAt, readyAt } = worker.ready;
+      const first = watch.timeline.find(([, c]) => c > 0)!;
+      const http = new HttpClient(worker.ready.url, 1);
+      const text = (await http.request('GET', '/metrics')).body;
+      http.close();
+      const batches = promSample(text, 'projector_batch_size_count');
+      const meanBatch = promSample(text, 'projector_batch_size_sum') / batches;
+      const insertSec = promSample(text, 'clickhouse_insert_duration_seconds_sum', '{table="events"}');
+      const insertCount = promSample(text, 'clickhouse_insert_duration_seconds_count', '{table="events"}');
+      const projectionSec = (watch.doneAt - readyAt) / 1000;
+      ctx.progress(`projector round ${r + 1}/${opts.rounds}: raw chdb inserts in batches of ${Math.round(meanBatch)}`);
+      const raw = await worker.rpc<RawInsertResult>({ op: 'rawInsert', batchSize: Math.max(1, Math.round(meanBatch)), rounds: 1 }, 300_000);
+      const round: ProjectorRound = {
+        events: opts.events,
+        preloadPerSec,
+        // Rows after the first visible insert over the time they took; with a
+        // single insert there is no such span, so the rate is taken from the
+        // last empty poll instead.
+        steadyPerSec:
+          first[1] < opts.events
+            ? (opts.events - first[1]) / ((watch.doneAt - first[0]) / 1000)
+            : opts.events / ((watch.doneAt - (watch.timeline.findLast(([, c]) => c === 0)?.[0] ?? readyAt)) / 1000),
+        fromStartPerSec: opts.events / projectionSec,
+        startupSec: (first[0] - startedAt) / 1000,
+        meanBatch,
+        meanInsertMs: (insertSec / insertCount) * 1000,
+        inserts: insertCount,
+        insertTotalSec: insertSec,
+        wallSec: projectionSec,
+        cores,
+        raw,
+      };
+      rounds.push(round);
+      ctx.progress(
+        `projector round ${r + 1}/${opts.rounds}: ${Math.round(round.steadyPerSec)} events/s steady, ${Math.round(round.fromStartPerSec)} from start; raw insert ${Math.round(raw.withMv[0]!)} rows/s (with view), ${Math.round(raw.plain[0]!)} (table only)`,
+      );
+    } finally {
+      await worker.stop();
+    }
+  }
+  return {
+    rounds,
+    steadyMedian: median(rounds.map((r) => r.steadyPerSec)),
+    fromStartMedian: median(rounds.map((r) => r.fromStartPerSec)),
+    rawWithMvMedian: median(rounds.flatMap((r) => r.raw.withMv)),
+    rawPlainMedian: median(rounds.flatMap((r) => r.raw.plain)),
+    meanBatch: median(rounds.map((r) => r.meanBatch)),
+  };
+}

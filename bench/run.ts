@@ -1,0 +1,369 @@
+/**
+ * `npm run bench`: one run of every performance figure of docs/performance.md
+ * against a fresh local Kafka broker (or KAFKA_BROKERS) and fresh embedded
+ * ClickHouse data directories under the OS temp dir, all removed at the end.
+ *
+ *   1. intake events/s through POST /v1/collect beside raw kafkajs producers
+ *   2. projector events/s beside raw chdb inserts of the same rows
+ *   3. freshness (202 ack → readable through the API) at a fixed rate
+ *   4. events-page and score latency over 1 million stored events
+ *
+ * BENCH_QUICK=1 shrinks every phase (for checking the harness, not for figures).
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import { version as chdbVersion } from 'chdb';
+import { KAFKA_VERSION, startLocalBroker, type LocalBroker } from '../infra/kafka/local-broker.ts';
+import { ConfigSchema, SERVICE_NAMES, loadConfig } from '../shared/config.ts';
+import { createKafka } from '../shared/kafka/kafka.ts';
+import { createLogger } from '../shared/logger.ts';
+import { CONCURRENT_TX, setupTenant, type BenchContext } from './context.ts';
+import { fmtCores } from './cpu.ts';
+import { benchFreshness, type FreshnessResult } from './freshness.ts';
+import { HttpClient } from './http-client.ts';
+import { benchIntake, INTAKE_MODES, MODE_LABEL, type IntakeResult } from './intake.ts';
+import { benchProjector, type ProjectorResult } from './projector.ts';
+import { benchReadLatency, READ_KINDS, READ_LABEL, type ReadLatencyResult } from './read-latency.ts';
+import { fmtInt, fmtMs, fmtRatio, table } from './stats.ts';
+import { StackWorker } from './worker-client.ts';
+
+const QUICK = process.env.BENCH_QUICK === '1';
+const PLAN = {
+  concurrency: Number(process.env.BENCH_CONCURRENCY ?? 32),
+  batch: 50,
+  intakeRounds: QUICK ? 1 : 3,
+  intakeRoundMs: QUICK ? 2000 : 5000,
+  intakeWarmupMs: QUICK ? 500 : 2000,
+  projectorEvents: QUICK ? 20_000 : 200_000,
+  projectorRounds: QUICK ? 1 : 3,
+  freshnessRate: 5000,
+  freshnessWarmupMs: QUICK ? 1000 : 3000,
+  freshnessMeasureMs: QUICK ? 5000 : 25_000,
+  freshnessDrainMs: 10_000,
+  probeEvery: 4,
+  stored: QUICK ? 100_000 : 1_000_000,
+  readRequests: QUICK ? 20 : 200,
+  /** Hard stop for the whole run, whatever hangs. */
+  maxRunMs: 15 * 60_000,
+};
+
+const T0 = performance.now();
+const progress = (msg: string) => process.stderr.write(`[bench +${((performance.now() - T0) / 1000).toFixed(0).padStart(3)} s] ${msg}\n`);
+const out = (s = '') => process.stdout.write(`${s}\n`);
+/** 1-minute load average as each phase began: the machine is shared. */
+const loads: Record<string, number> = {};
+const loadNote = (phase: string) => `(1-min load average at the start of this phase: ${loads[phase]?.toFixed(2) ?? 'n/a'} on ${os.cpus().length} CPUs)`;
+
+/** Settings the operator may tune for an experiment; every isolation setting is the bench's own. */
+const TUNABLE = ['INGEST_LINGER_MS', 'INGEST_PRODUCE_TIMEOUT_MS', 'PROJECTOR_FLUSH_MS', 'PROJECTOR_MAX_ROWS', 'KAFKA_TOPIC_PARTITIONS'];
+
+async function main(): Promise<void> {
+  const tmp = mkdtempSync(join(os.tmpdir(), 'va-bench-'));
+  const runId = randomBytes(4).toString('hex');
+  // BENCH_KEEP_TMP=1 keeps the stacks' logs and data for a post-mortem.
+  const cleanups: (() => Promise<void>)[] = [
+    async () => {
+      if (process.env.BENCH_KEEP_TMP === '1') progress(`kept ${tmp}`);
+      else rmSync(tmp, { recursive: true, force: true });
+    },
+  ];
+  let cleaning: Promise<void> | undefined;
+  const cleanup = () =>
+    (cleaning ??= (async () => {
+      for (const c of cleanups.reverse()) await c().catch((err: unknown) => progress(`cleanup: ${String(err)}`));
+    })());
+  const abort = (why: string, code: number) => {
+    progress(why);
+    void cleanup().finally(() => process.exit(code));
+  };
+  process.once('SIGINT', () => abort('interrupted, cleaning up', 130));
+  process.once('SIGTERM', () => abort('terminated, cleaning up', 143));
+  const watchdog = setTimeout(() => abort(`run exceeded ${PLAN.maxRunMs / 60000} min, aborting`, 1), PLAN.maxRunMs);
+  watchdog.unref();
+
+  try {
+    const tuned = Object.fromEntries(TUNABLE.filter((k) => process.env[k]).map((k) => [k, process.env[k]!]));
+    const settings = loadConfig(tuned);
+    const external = process.env.KAFKA_BROKERS?.trim();
+    const cpus = os.cpus();
+    const ch = chdbVersion();
+    out('# Video analytics service benchmark');
+    out();
+    out(`command     ${process.env.npm_lifecycle_event ? `npm run ${process.env.npm_lifecycle_event} (${process.env.npm_lifecycle_script})` : `node ${process.argv.slice(1).map((a) => a.replace(process.cwd() + '/', '')).join(' ')}`}${QUICK ? '  [BENCH_QUICK=1: reduced sizes, not for figures]' : ''}`);
+    out(`date        ${new Date().toISOString()}`);
+    out(`machine     ${cpus.length} × ${cpus[0]?.model ?? 'unknown CPU'}, ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB RAM, ${os.type()} ${os.release()} ${os.arch()}`);
+    out(`load avg    ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} (1/5/15 min, at start)`);
+    out(`node        ${process.version}`);
+    out(`kafka       ${external ? `external at ${external} (version not probed)` : `Apache Kafka ${KAFKA_VERSION}, local single-node KRaft broker (JVM, 1 GiB heap), same machine`}`);
+    out(`clickhouse  embedded chdb ${ch.chdb} (libchdb / ClickHouse ${ch.libchdb.replaceAll('"', '')}), in-process`);
+    out(
+      `settings    partitions ${settings.KAFKA_TOPIC_PARTITIONS}, INGEST_LINGER_MS ${settings.INGEST_LINGER_MS}, PROJECTOR_FLUSH_MS ${settings.PROJECTOR_FLUSH_MS}, PROJECTOR_MAX_ROWS ${settings.PROJECTOR_MAX_ROWS}${Object.keys(tuned).length ? ' (from the environment)' : ' (defaults)'}`,
+    );
+    out(`load        ${PLAN.concurrency} concurrent keep-alive HTTP clients (node:http), batches of ${PLAN.batch} events; generator in this process, stack in a child process`);
+    out();
+
+    let brokers: string[];
+    let brokerPid: number | undefined;
+    if (external) {
+      brokers = external.split(',').map((b) => b.trim());
+    } else {
+      progress('starting a local Kafka broker');
+      const broker: LocalBroker = await startLocalBroker({ dataDir: join(tmp, 'kafka'), partitions: settings.KAFKA_TOPIC_PARTITIONS, log: progress });
+      cleanups.push(() => broker.stop());
+      brokers = broker.brokers;
+      brokerPid = broker.pid;
+    }
+    // NOTE: kafkajs logs every retried CONCURRENT_TRANSACTIONS as an error;
+    // they are counted for the report instead of flooding it.
+    let concurrentTx = 0;
+    let otherErrors = 0;
+    const log = createLogger({
+      level: 'error',
+      service: 'bench',
+      destination: {
+        write(line: string) {
+          if (line.includes(CONCURRENT_TX)) concurrentTx++;
+          else if (otherErrors++ < 20) process.stderr.write(line);
+        },
+      },
+    });
+    const kafka = createKafka({ brokers, clientId: `bench-${runId}`, log });
+    const adminToken = `adm_${randomBytes(16).toString('hex')}`;
+    const cursorSecret = randomBytes(24).toString('hex');
+    const prefixes: string[] = [];
+    const startRetries: string[] = [];
+    if (external) {
+      // A shared cluster keeps no litter of this run.
+      cleanups.push(async () => {
+        const admin = kafka.admin();
+        await admin.connect();
+        const mine = (await admin.listTopics()).filter((t) => prefixes.some((p) => t.startsWith(p)));
+        if (mine.length > 0) await admin.deleteTopics({ topics: mine });
+        await admin.disconnect();
+      });
+    }
+
+    const workerEnv = (prefix: string, services: string, dataDir: string, extra: Record<string, string>) => {
+      const env: Record<string, string> = {};
+      for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !(k in ConfigSchema.shape)) env[k] = v;
+      return {
+        ...env,
+        ...tuned,
+        KAFKA_BROKERS: brokers.join(','),
+        KAFKA_TOPIC_PREFIX: prefix,
+        KAFKA_CLIENT_ID: `bench-${runId}`,
+        DATA_DIR: dataDir,
+        PORT: '0',
+        HOST: '127.0.0.1',
+        ADMIN_TOKEN: adminToken,
+        CURSOR_SECRET: cursorSecret,
+        SERVICES: services,
+        // The latency phase alone sends 840 requests a minute on one key.
+        RATE_LIMIT_PER_MINUTE: '100000000',
+        LOG_LEVEL: 'warn',
+        ...extra,
+      };
+    };
+    const ctx: BenchContext = {
+      brokers,
+      brokerPid,
+      kafka,
+      log,
+      tmp,
+      runId,
+      partitions: settings.KAFKA_TOPIC_PARTITIONS,
+      lingerMs: settings.INGEST_LINGER_MS,
+      produceTimeoutMs: settings.INGEST_PRODUCE_TIMEOUT_MS,
+      progress,
+      concurrentTxRetries: () => concurrentTx,
+      async startWorker(name, services, extra = {}) {
+        const prefix = `bench-${runId}-${name}.`;
+        prefixes.push(prefix);
+        const dataDir = join(tmp, name);
+        progress(`starting stack "${name}" (SERVICES=${services})`);
+        let worker: StackWorker;
+        try {
+          worker = await StackWorker.start({ env: workerEnv(prefix, services, dataDir, extra), logDir: tmp, name });
+        } catch (err) {
+          // NOTE: one retry, same prefix and data: on a loaded machine a stack
+          // start can trip over a topic created a moment before (see the
+          // report); the failure is counted and printed, not hidden.
+          startRetries.push(`${name}: ${(err instanceof Error ? err.message : String(err)).split('\n')[0]}`);
+          progress(`stack "${name}" failed to start, retrying once: ${startRetries.at(-1)}`);
+          worker = await StackWorker.start({ env: workerEnv(prefix, services, dataDir, extra), logDir: tmp, name: `${name}-retry` });
+        }
+        cleanups.push(() => worker.stop());
+        progress(`stack "${name}" up in ${((worker.ready.readyAt - worker.ready.startedAt) / 1000).toFixed(1)} s at ${worker.ready.url}`);
+        return { worker, prefix };
+      },
+    };
+
+    loads.intake = os.loadavg()[0]!;
+    const intake = await benchIntake(ctx, {
+      concurrency: PLAN.concurrency,
+      batch: PLAN.batch,
+      roundMs: PLAN.intakeRoundMs,
+      rounds: PLAN.intakeRounds,
+      warmupMs: PLAN.intakeWarmupMs,
+    });
+    loads.projector = os.loadavg()[0]!;
+    const projector = await benchProjector(ctx, { events: PLAN.projectorEvents, rounds: PLAN.projectorRounds });
+
+    // The whole stack as deployed by default (every service), since freshness
+    // is a property of the deployment, not of the projector alone.
+    const { worker } = await ctx.startWorker('read', SERVICE_NAMES.join(','));
+    const admin = new HttpClient(worker.ready.url, 2);
+    const fresh = await setupTenant(admin, adminToken, 'bench freshness', 9, true);
+    ctx.progress(`freshness: ${PLAN.freshnessRate} events/s for ${PLAN.freshnessMeasureMs / 1000} s (after ${PLAN.freshnessWarmupMs / 1000} s warm-up)`);
+    loads.freshness = os.loadavg()[0]!;
+    const freshness = await benchFreshness(ctx, worker, {
+      playerKey: fresh.tenant.player_key,
+      apiKey: fresh.apiKey!,
+      loadVideos: fresh.videoIds.slice(1),
+      probeVideo: fresh.videoIds[0]!,
+      rate: PLAN.freshnessRate,
+      batch: PLAN.batch,
+      warmupMs: PLAN.freshnessWarmupMs,
+      measureMs: PLAN.freshnessMeasureMs,
+      drainMs: PLAN.freshnessDrainMs,
+      probeEvery: PLAN.probeEvery,
+    });
+    const lt = await setupTenant(admin, adminToken, 'bench read latency', 4, true);
+    admin.close();
+    loads.reads = os.loadavg()[0]!;
+    const reads = await benchReadLatency(ctx, worker, {
+      tenantId: lt.tenant.id,
+      apiKey: lt.apiKey!,
+      videoIds: lt.videoIds,
+      stored: PLAN.stored,
+      requests: PLAN.readRequests,
+      cursorSecret,
+    });
+    await worker.stop();
+
+    report(intake, projector, freshness, reads);
+    out();
+    out(`stack start retries ${startRetries.length ? startRetries.join('; ') : 'none'}`);
+    out(`load avg    ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} (1/5/15 min, at the end)`);
+    out(`duration    ${((performance.now() - T0) / 1000).toFixed(0)} s`);
+  } finally {
+    progress('cleaning up (stacks, broker, temp dirs)');
+    await cleanup();
+  }
+}
+
+function report(intake: IntakeResult, projector: ProjectorResult, f: FreshnessResult, reads: ReadLatencyResult): void {
+  out('## 1. Intake throughput (closed loop)');
+  out(loadNote('intake'));
+  out(`${intake.concurrency} concurrent clients × batches of ${intake.batch}, ${intake.rounds.intake.length} rounds of ${intake.roundMs / 1000} s per mode, modes interleaved; same broker, same topic (${intake.partitions} partitions), same Avro bytes`);
+  out();
+  out(
+    table([
+      ['mode', 'events/s (median)', 'rounds', 'batch p50', 'batch p99', 'vs raw', 'tx/s', 'events/tx', 'tx mean', 'CONC_TX retries/s'],
+      ...INTAKE_MODES.map((m) => [
+        MODE_LABEL[m],
+        fmtInt(intake.median[m]),
+        intake.rounds[m].map((r) => fmtInt(r.eventsPerSec)).join(' / '),
+        fmtMs(intake.p50[m]),
+        fmtMs(intake.p99[m]),
+        fmtRatio(intake.median[m] / intake.median.raw),
+        m === 'raw' ? '' : fmtInt(intake.txPerSec[m]),
+        m === 'raw' ? '' : fmtInt(intake.eventsPerTx[m]),
+        m === 'raw' ? '' : fmtMs(intake.txMeanMs[m]),
+        m === 'raw' ? '' : intake.retriesPerSec[m].toFixed(1),
+      ]),
+    ]),
+  );
+  out();
+  out('CPU cores used per process (median over rounds; 2 cores in all):');
+  for (const m of INTAKE_MODES) out(`  ${MODE_LABEL[m].padEnd(50)} ${fmtCores(intake.cores[m])}`);
+  out();
+  out(`intake / raw producer        ${fmtRatio(intake.median.intake / intake.median.raw)}`);
+  out(`intake / raw tx producer     ${fmtRatio(intake.median.intake / intake.median.rawTx)}`);
+  out(`intake / group commit direct ${fmtRatio(intake.median.intake / intake.median.groupCommit)}  (the cost of HTTP + JSON + validation + Avro)`);
+  const errors = INTAKE_MODES.map((m) => `${m} ${intake.rounds[m].reduce((n, r) => n + r.errors, 0)}`).join(', ');
+  out(`errors                       ${errors}`);
+  out();
+
+  out('## 2. Projector throughput (Kafka backlog → ClickHouse)');
+  out(loadNote('projector'));
+  out(`${fmtInt(projector.rounds[0]?.events ?? 0)} events pre-loaded per round, ${projector.rounds.length} rounds (fresh topic, stack and chdb each)`);
+  out();
+  out(
+    table([
+      ['round', 'projector steady', 'incl. group join', 'start→first rows', 'inserts', 'mean batch', 'mean insert', 'insert total / wall', 'raw insert +view', 'raw insert table', 'CPU cores used'],
+      ...projector.rounds.map((r, i) => [
+        String(i + 1),
+        `${fmtInt(r.steadyPerSec)}/s`,
+        `${fmtInt(r.fromStartPerSec)}/s`,
+        `${r.startupSec.toFixed(1)} s`,
+        fmtInt(r.inserts),
+        fmtInt(r.meanBatch),
+        fmtMs(r.meanInsertMs),
+        `${r.insertTotalSec.toFixed(1)} s / ${r.wallSec.toFixed(1)} s`,
+        `${fmtInt(r.raw.withMv[0]!)}/s`,
+        `${fmtInt(r.raw.plain[0]!)}/s`,
+        fmtCores(r.cores),
+      ]),
+    ]),
+  );
+  out();
+  out(`projector (median, steady)         ${fmtInt(projector.steadyMedian)} events/s`);
+  out(`projector (median, incl. join)     ${fmtInt(projector.fromStartMedian)} events/s`);
+  out(`raw chdb insert, same DDL + view   ${fmtInt(projector.rawWithMvMedian)} rows/s (batches of ${fmtInt(projector.meanBatch)}, JSONEachRow via @clickhouse/client)`);
+  out(`raw chdb insert, table only        ${fmtInt(projector.rawPlainMedian)} rows/s`);
+  out(`projector / raw insert (+view)     ${fmtRatio(projector.steadyMedian / projector.rawWithMvMedian)}`);
+  out(`pre-load rate (raw producer, 500/send, 8 in flight): ${fmtInt(projector.rounds[0]?.preloadPerSec ?? Number.NaN)} events/s`);
+  out();
+
+  out('## 3. Freshness (202 ack → readable through GET /v1/videos/:id/events?since=)');
+  out(loadNote('freshness'));
+  out(
+    `target ${fmtInt(f.targetPerSec)} events/s (batches of 50 on a fixed schedule), achieved ${fmtInt(f.achievedPerSec)} events/s over ${f.measureSec} s; ${f.requests} requests, ${f.failed} failed, ${f.skipped} skipped (in-flight cap)`,
+  );
+  out();
+  out(
+    table([
+      ['measure', 'p50', 'p99', 'max', 'n'],
+      ['ack → readable via API', fmtMs(f.p50), fmtMs(f.p99), fmtMs(f.max), `${f.seen}/${f.probes}`],
+      ['send → readable via API', fmtMs(f.sendP50), fmtMs(f.sendP99), '', String(f.seen)],
+      ['POST /v1/collect ack latency', fmtMs(f.ackP50), fmtMs(f.ackP99), '', String(f.requests)],
+      ['poll request (resolution)', fmtMs(f.pollP50), '', '', String(f.polls)],
+    ]),
+  );
+  out();
+  out(`readable within 1 s of the ack: ${(f.within1s * 100).toFixed(1)}% of probes  → target "p99 ≤ 1 s at 5k events/s" ${f.p99 <= 1000 ? 'MET' : 'MISSED'}`);
+  out(`CPU cores used: ${fmtCores(f.cores)}`);
+  out(
+    `service during the phase: ${f.txPerSec.toFixed(1)} intake tx/s (mean ${fmtMs(f.txMeanMs)}), ${f.retriesPerSec.toFixed(1)} CONCURRENT_TRANSACTIONS retries/s; projector ${f.insertsPerSec.toFixed(1)} inserts/s of ${fmtInt(f.meanBatch)} rows (mean insert ${fmtMs(f.insertMeanMs)})`,
+  );
+  out();
+
+  out(`## 4. Read latency over ${fmtInt(reads.stored)} stored events (sequential, ${reads.requests} requests each after 10 warm-up)`);
+  out(loadNote('reads'));
+  out(`loaded in ${reads.loadSec.toFixed(1)} s (INSERT … SELECT FROM numbers(), through the visitor view); events table: ${fmtInt(reads.tableRows)} rows in ${reads.parts} active parts`);
+  out();
+  out(
+    table([
+      ['request', 'p50', 'p99', 'max', 'items'],
+      ...READ_KINDS.map((k) =>
+        reads.failures[k] && reads.p50[k] !== reads.p50[k]
+          ? [READ_LABEL[k], 'FAILED', '', '', '']
+          : [READ_LABEL[k], fmtMs(reads.p50[k]), fmtMs(reads.p99[k]), fmtMs(reads.max[k]), String(reads.items[k])],
+      ),
+      ['deep-page SQL straight to ClickHouse (IPC, no HTTP)', fmtMs(reads.deepSql.p50), fmtMs(reads.deepSql.p99), fmtMs(reads.deepSql.max), String(reads.deepSql.items)],
+    ]),
+  );
+  for (const [k, why] of Object.entries(reads.failures)) out(`${k} failed: ${why}`);
+  out(`page 2 through the API's own next_cursor: ${reads.secondPage}`);
+}
+
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    process.stderr.write(`bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,40 @@
+/** Small statistics and formatting helpers for the benchmark report. */
+
+export function median(values: number[]): number {
+  return quantile(values, 0.5);
+}
+
+/** Nearest-rank quantile (q in 0..1); NaN for no values. */
+export function quantile(values: number[], q: number): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1));
+  return sorted[rank]!;
+}
+
+export function fmtInt(n: number): string {
+  if (!Number.isFinite(n)) return 'n/a';
+  return Math.round(n).toLocaleString('en-US');
+}
+
+export function fmtMs(n: number): string {
+  if (!Number.isFinite(n)) return 'n/a';
+  return n >= 100 ? `${n.toFixed(0)} ms` : n >= 10 ? `${n.toFixed(1)} ms` : `${n.toFixed(2)} ms`;
+}
+
+export function fmtRatio(n: number): string {
+  return Number.isFinite(n) ? `${n.toFixed(2)}×` : 'n/a';
+}
+
+/** Renders rows as a fixed-width text table (first row is the header). */
+export function table(rows: string[][]): string {
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
+  const line = (r: string[]) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
+  return [line(rows[0]!), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.slice(1).map(line)].join('\n');
+}
+
+/** One sample (`name{labels} value`) of a Prometheus text exposition; NaN when absent. */
+export function promSample(text: string, name: string, labels = ''): number {
+  const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `));
+  return line ? Number(line.slice(line.lastIndexOf(' ') + 1)) : Number.NaN;
+}

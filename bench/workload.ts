@@ -1,0 +1,108 @@
+import { randomUUID } from 'node:crypto';
+import type { Message } from 'kafkajs';
+import type { PlayerEventRecord } from '../schemas/records.ts';
+import type { SchemaRegistry } from '../schemas/registry.ts';
+
+/**
+ * The synthetic player traffic every phase uses, so that the intake, the raw
+ * producer and the projector all see the same shape of event: mostly
+ * heartbeats (as real players send), some lifecycle events and seeks.
+ */
+export interface PlayerEvent {
+  event_name: string;
+  video_id: string;
+  session_id: string;
+  visitor_id: string;
+  current_time: number;
+  duration: number;
+  watched_percentage: number;
+  occurred_at?: string;
+  play_ms?: number;
+  focus_ms?: number;
+  from?: number;
+  to?: number;
+  utm_source?: string;
+}
+
+const MIX = [
+  'heartbeat',
+  'heartbeat',
+  'heartbeat',
+  'heartbeat',
+  'video_play',
+  'video_pause',
+  'video_resume',
+  'seek',
+  'watched_25_percent',
+  'watched_50_percent',
+  'cta_shown',
+  'cta_clicked',
+] as const;
+
+/** The i-th event of the synthetic stream; `videoIds` are in the REST form (vid_…). */
+export function playerEvent(i: number, videoIds: string[]): PlayerEvent {
+  const name = MIX[i % MIX.length]!;
+  const session = Math.floor(i / 40) % 5000;
+  const e: PlayerEvent = {
+    event_name: name,
+    video_id: videoIds[session % videoIds.length]!,
+    session_id: `ses_bench_${session}`,
+    visitor_id: `vis_bench_${session % 2000}`,
+    current_time: (i % 600) + 0.25,
+    duration: 600,
+    watched_percentage: Math.min(100, ((i % 600) / 600) * 100),
+  };
+  if (name === 'heartbeat') {
+    e.play_ms = 5000;
+    e.focus_ms = 4000 + (i % 1000);
+  }
+  if (name === 'seek') {
+    e.from = 120;
+    e.to = i % 2 === 0 ? 60 : 180;
+  }
+  if (i % 7 === 0) e.utm_source = 'newsletter';
+  return e;
+}
+
+/** `count` JSON bodies for POST /v1/collect, `batch` events each, serialised once up front. */
+export function collectBodies(videoIds: string[], count: number, batch: number): Buffer[] {
+  const bodies: Buffer[] = [];
+  for (let b = 0; b < count; b++) {
+    const events = Array.from({ length: batch }, (_, j) => playerEvent(b * batch + j, videoIds));
+    bodies.push(Buffer.from(JSON.stringify({ events })));
+  }
+  return bodies;
+}
+
+/** The record the intake would put on the topic for `e` (mirrors ingest.service.ts toRecord). */
+export function recordOf(e: PlayerEvent, tenantId: string, videoUuid: (vid: string) => string, received: number): PlayerEventRecord {
+  return {
+    event_id: randomUUID(),
+    tenant_id: tenantId,
+    video_id: videoUuid(e.video_id),
+    session_id: e.session_id,
+    visitor_id: e.visitor_id,
+    event_name: e.event_name,
+    timestamp: e.occurred_at ? Date.parse(e.occurred_at) : received,
+    received_at: received,
+    current_time: e.current_time,
+    duration: e.duration,
+    watched_percentage: e.watched_percentage,
+    play_ms: e.event_name === 'heartbeat' ? (e.play_ms ?? 0) : null,
+    focus_ms: e.event_name === 'heartbeat' ? (e.focus_ms ?? 0) : null,
+    seek_from: e.event_name === 'seek' ? (e.from ?? null) : null,
+    seek_to: e.event_name === 'seek' ? (e.to ?? null) : null,
+    utm_source: e.utm_source ?? null,
+    utm_campaign: null,
+    ctwa_clid: null,
+    external_lead_id: null,
+    source: 'player',
+    conversion_value: null,
+    conversion_currency: null,
+  };
+}
+
+/** Kafka messages exactly as the intake produces them: key tenant:session, Confluent-framed Avro value. */
+export function kafkaMessages(registry: SchemaRegistry, records: PlayerEventRecord[]): Message[] {
+  return records.map((r) => ({ key: `${r.tenant_id}:${r.session_id}`, value: registry.encode('player-event', r) }));
+}
