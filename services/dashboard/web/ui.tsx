@@ -1,0 +1,236 @@
+import type { ComponentChildren } from 'preact';
+import { useEffect, useId, useRef, useState } from 'preact/hooks';
+import { formatTime } from './format.ts';
+
+export function ErrorAlert({ message }: { message: string | undefined }) {
+  if (!message) return null;
+  return (
+    <div class="alert alert-error" role="alert">
+      {message}
+    </div>
+  );
+}
+
+export function Notice({ children }: { children: ComponentChildren }) {
+  return (
+    <div class="alert alert-info" role="status">
+      {children}
+    </div>
+  );
+}
+
+export function Loading({ label = 'Loading…' }: { label?: string }) {
+  return (
+    <p class="muted" role="status" aria-live="polite">
+      {label}
+    </p>
+  );
+}
+
+export function Time({ iso }: { iso: string | null | undefined }) {
+  if (!iso) return <span class="muted">—</span>;
+  return (
+    <time dateTime={iso} title={iso}>
+      {formatTime(iso)}
+    </time>
+  );
+}
+
+const STATUS_TEXT: Record<string, string> = {
+  pending: 'Pending',
+  retrying: 'Retrying',
+  succeeded: 'Succeeded',
+  failed: 'Failed',
+  active: 'Active',
+  revoked: 'Revoked',
+  coming_soon: 'Coming soon',
+};
+
+export function Badge({ status }: { status: string }) {
+  return (
+    <span class={`badge badge-${status}`} data-status={status}>
+      {STATUS_TEXT[status] ?? status}
+    </span>
+  );
+}
+
+interface TextFieldProps {
+  id: string;
+  label: string;
+  value: string;
+  onInput: (value: string) => void;
+  type?: 'text' | 'url' | 'password' | 'number';
+  required?: boolean;
+  hint?: ComponentChildren;
+  placeholder?: string;
+  autoComplete?: string;
+  min?: number;
+  max?: number;
+  pattern?: string;
+  autoFocus?: boolean;
+}
+
+/** A labelled input (<label for>), with an optional hint tied by aria-describedby. */
+export function TextField(p: TextFieldProps) {
+  const hintId = `${p.id}-hint`;
+  return (
+    <div class="field">
+      <label for={p.id}>{p.label}</label>
+      <input
+        id={p.id}
+        name={p.id}
+        // NOTE: Preact's input types are a union per type; the cast keeps one component for all.
+        type={(p.type ?? 'text') as 'text'}
+        value={p.value}
+        required={p.required}
+        placeholder={p.placeholder}
+        autoComplete={p.autoComplete ?? 'off'}
+        spellcheck={false}
+        min={p.min}
+        max={p.max}
+        pattern={p.pattern}
+        autoFocus={p.autoFocus}
+        aria-describedby={p.hint ? hintId : undefined}
+        onInput={(e) => p.onInput((e.currentTarget as HTMLInputElement).value)}
+      />
+      {p.hint && (
+        <p class="hint" id={hintId}>
+          {p.hint}
+        </p>
+      )}
+    </div>
+  );
+}
+
+async function copyText(text: string, fallback: HTMLInputElement | null): Promise<boolean> {
+  try {
+    await navigator.clipboard.writeText(text);
+    return true;
+  } catch {
+    // Clipboard API refused (permissions, insecure origin): select the text so Ctrl+C works.
+    if (fallback) {
+      fallback.focus();
+      fallback.select();
+      return document.execCommand('copy');
+    }
+    return false;
+  }
+}
+
+export function CopyButton({ text, label = 'Copy', target }: { text: string; label?: string; target?: () => HTMLInputElement | null }) {
+  const [state, setState] = useState<'idle' | 'copied' | 'failed'>('idle');
+  useEffect(() => {
+    if (state === 'idle') return;
+    const t = setTimeout(() => setState('idle'), 2500);
+    return () => clearTimeout(t);
+  }, [state]);
+  return (
+    <span class="copy">
+      <button type="button" class="btn btn-small" onClick={async () => setState((await copyText(text, target?.() ?? null)) ? 'copied' : 'failed')}>
+        {label}
+      </button>
+      <span class="copy-status" role="status" aria-live="polite">
+        {state === 'copied' ? 'Copied' : state === 'failed' ? 'Select the text and copy it by hand' : ''}
+      </span>
+    </span>
+  );
+}
+
+/**
+ * A credential shown exactly once (API key, webhook secret). It lives only in
+ * the state of this component: leaving the page or reloading drops it.
+ */
+export function SecretOnce({ title, value, label, onDone }: { title: string; value: string; label: string; onDone: () => void }) {
+  const inputId = useId();
+  const input = useRef<HTMLInputElement>(null);
+  const panel = useRef<HTMLElement>(null);
+  useEffect(() => {
+    panel.current?.focus();
+  }, []);
+  return (
+    <section class="secret-once" aria-labelledby={`${inputId}-title`} tabIndex={-1} ref={panel} data-testid="secret-once">
+      <h2 id={`${inputId}-title`}>{title}</h2>
+      <p class="warning">
+        <strong>Copy it now: it will not be shown again.</strong> Store it in your secret manager. If it is lost, create a new one.
+      </p>
+      <div class="field">
+        <label for={inputId}>{label}</label>
+        <div class="secret-row">
+          <input id={inputId} ref={input} class="mono" type="text" readOnly value={value} onFocus={(e) => (e.currentTarget as HTMLInputElement).select()} />
+          <CopyButton text={value} target={() => input.current} />
+        </div>
+      </div>
+      <button type="button" class="btn" onClick={onDone}>
+        I have stored it
+      </button>
+    </section>
+  );
+}
+
+interface ConfirmProps {
+  /** Text of the button that opens the dialog. */
+  label: string;
+  title: string;
+  children: ComponentChildren;
+  confirmLabel: string;
+  danger?: boolean;
+  small?: boolean;
+  onConfirm: () => Promise<unknown>;
+  /** Accessible name of the opening button when its text alone is ambiguous (e.g. one Revoke per row). */
+  ariaLabel?: string;
+}
+
+/** A button that asks first, in a modal <dialog> (Escape or Cancel closes it; focus returns to the button). */
+export function ConfirmButton(p: ConfirmProps) {
+  const [open, setOpen] = useState(false);
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string>();
+  const dialog = useRef<HTMLDialogElement>(null);
+  const id = useId();
+  useEffect(() => {
+    const d = dialog.current;
+    if (!d) return;
+    if (open && !d.open) d.showModal();
+    if (!open && d.open) d.close();
+  }, [open]);
+  const confirm = async () => {
+    setBusy(true);
+    setError(undefined);
+    try {
+      await p.onConfirm();
+      setOpen(false);
+    } catch (err) {
+      setError(err instanceof Error ? err.message : String(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <>
+      <button type="button" class={`btn ${p.danger ? 'btn-danger-outline' : ''} ${p.small ? 'btn-small' : ''}`} aria-label={p.ariaLabel} onClick={() => setOpen(true)}>
+        {p.label}
+      </button>
+      <dialog ref={dialog} aria-labelledby={`${id}-t`} onClose={() => setOpen(false)} class="dialog">
+        {open && (
+          <form method="dialog" onSubmit={(e) => e.preventDefault()}>
+            <h2 id={`${id}-t`}>{p.title}</h2>
+            <div class="dialog-body">{p.children}</div>
+            <ErrorAlert message={error} />
+            <div class="actions">
+              <button type="button" class="btn" onClick={() => setOpen(false)} disabled={busy}>
+                Cancel
+              </button>
+              <button type="button" class={`btn ${p.danger ? 'btn-danger' : 'btn-primary'}`} onClick={confirm} disabled={busy}>
+                {busy ? 'Working…' : p.confirmLabel}
+              </button>
+            </div>
+          </form>
+        )}
+      </dialog>
+    </>
+  );
+}
+
+export function Empty({ children }: { children: ComponentChildren }) {
+  return <p class="empty">{children}</p>;
+}
