@@ -9,7 +9,7 @@ export default defineConfig({
     include: ['**/*.test.ts'],
     exclude: ['**/node_modules/**', '.data/**', '.cache/**', 'test-output/**'],
     globalSetup: ['test/global-setup.ts'],
-    testTimeout: 60_000,
+    testTimeout: 180_000,
     hookTimeout: 240_000,
     teardownTimeout: 60_000,
     reporters: ['default'],

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, inject, it } from 'vitest';
-import { startServiceProcess } from './helpers/process.ts';
+import { startServiceProcess, waitForExit } from './helpers/process.ts';
 import { eventually } from './helpers/stack.ts';
 
 describe('graceful shutdown', () => {
@@ -40,7 +40,7 @@ describe('graceful shutdown', () => {
     expect(res.status).toBe(202);
 
     proc.child.kill('SIGTERM');
-    const code = await new Promise<number | null>((r) => proc.child.once('exit', (c) => r(c)));
+    const code = await waitForExit(proc.child, proc.output, 25_000);
     expect(code).toBe(0);
     const lines = proc.output();
     expect(lines).toContain('"msg":"shutdown_started"');

@@ -83,16 +83,25 @@ export function topicDefinitions(topics: Topics, partitions: number): ITopicConf
   ];
 }
 
-/** Creates missing topics; existing ones are left as they are. */
-export async function ensureTopics(admin: Admin, defs: ITopicConfig[]): Promise<void> {
-  const existing = new Set(await admin.listTopics());
-  const missing = defs.filter((d) => !existing.has(d.topic));
-  if (missing.length === 0) return;
-  try {
-    await admin.createTopics({ topics: missing, waitForLeaders: true });
-  } catch (err) {
-    // Another process may have created them between list and create.
-    const now = new Set(await admin.listTopics());
-    if (missing.some((d) => !now.has(d.topic))) throw err;
+/**
+ * Creates missing topics; existing ones are left as they are. Several
+ * processes may start at once against one cluster: a create that loses the
+ * race, or whose leaders are still being elected, is retried until every
+ * topic is listed with a leader for each partition.
+ */
+export async function ensureTopics(admin: Admin, defs: ITopicConfig[], timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (let delay = 100; ; delay = Math.min(delay * 2, 2000)) {
+    try {
+      const existing = new Set(await admin.listTopics());
+      const missing = defs.filter((d) => !existing.has(d.topic));
+      if (missing.length > 0) await admin.createTopics({ topics: missing, waitForLeaders: true });
+      const { topics } = await admin.fetchTopicMetadata({ topics: defs.map((d) => d.topic) });
+      if (topics.every((t) => t.partitions.length > 0 && t.partitions.every((p) => p.leader >= 0))) return;
+    } catch (err) {
+      if (Date.now() + delay > deadline) throw err;
+    }
+    if (Date.now() + delay > deadline) throw new Error('topics have no leaders in time');
+    await new Promise((r) => setTimeout(r, delay));
   }
 }

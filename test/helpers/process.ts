@@ -1,7 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import net from 'node:net';
 import { resolve } from 'node:path';
-import { eventually } from './stack.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const NODE = process.execPath;
@@ -29,11 +28,33 @@ export async function startServiceProcess(env: Record<string, string>): Promise<
   child.stdout!.on('data', (d) => (output += d));
   child.stderr!.on('data', (d) => (output += d));
   const url = `http://127.0.0.1:${port}`;
-  await eventually(async () => {
-    if (child.exitCode !== null) throw new Error(`service exited: ${output}`);
-    const res = await fetch(`${url}/readyz`);
-    return res.status === 200 ? true : undefined;
-  }, 60_000, 200);
+  const deadline = Date.now() + 90_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`service exited with ${child.exitCode}:\n${output.slice(-4000)}`);
+    const ready = await fetch(`${url}/readyz`).then((r) => r.status === 200, () => false);
+    if (ready) break;
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`service not ready within 90 s:\n${output.slice(-4000)}`);
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
   return { child, url, output: () => output };
 }
 
+
+/** Waits for the child to exit; fails with its output if it has not within `ms`. */
+export async function waitForExit(child: ChildProcess, output: () => string, ms = 30_000): Promise<number | null> {
+  if (child.exitCode !== null) return child.exitCode;
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      new Promise<number | null>((r) => child.once('exit', (code) => r(code))),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`process did not exit within ${ms} ms; its output:\n${output().slice(-4000)}`)), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
