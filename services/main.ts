@@ -33,6 +33,7 @@ async function main(): Promise<void> {
       `  Player intake ${stack.url}/v1/collect`,
       `  Management    ${stack.url}/admin/v1`,
       `  API docs      ${stack.url}/docs  (OpenAPI: ${stack.url}/v1/openapi.json)`,
+      ...(config.SERVICES.includes('admin') ? [`  Dashboard     ${stack.url}/dashboard  (sign in with the admin token)`] : []),
       `  Health        ${stack.url}/healthz  ${stack.url}/readyz  ${stack.url}/metrics`,
       `  Kafka         ${stack.kafkaDescribe}`,
       `  ClickHouse    ${stack.clickhouseDescribe}`,

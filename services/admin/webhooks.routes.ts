@@ -169,15 +169,27 @@ export function registerWebhookAdmin(deps: WebhookAdminDeps): void {
     key: d.delivery_id,
     value: deps.registry.encode('webhook-attempt', attemptRecord(d, now(), { state: 'pending' })),
   });
-  /** Queues a delivery for an attempt now (webhooks.manual.v1) and logs it as pending. */
+  /**
+   * Queues a delivery for an attempt now (webhooks.manual.v1), logs it as
+   * pending, and returns once the log shows it (or its attempt), so the next
+   * read of the delivery sees it pending and a second reprocess gets 409.
+   */
   const enqueue = async (d: DeliveryRecord) => {
+    const queuedAt = now();
+    const pending = pendingRecord(d);
     await deps.producer.sendBatch({
       acks: -1,
       topicMessages: [
-        { topic: deps.topics.webhookAttempts, messages: [pendingRecord(d)] },
+        { topic: deps.topics.webhookAttempts, messages: [pending] },
         { topic: deps.topics.webhooksManual, messages: [{ key: d.delivery_id, value: deps.registry.encode('delivery', d) }] },
       ],
     });
+    const deadline = Date.now() + 5000;
+    while (Date.now() < deadline) {
+      const found = await deps.log.rows(d.delivery_id);
+      if (found?.rows.some((r) => r.recorded_at >= queuedAt && (r.state === 'pending' || r.attempt >= d.attempt))) return;
+      await new Promise((r) => setTimeout(r, 50));
+    }
   };
 
   const base = '/admin/v1/tenants/:tenant_id';

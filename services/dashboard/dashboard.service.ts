@@ -11,7 +11,7 @@ export interface DashboardDeps {
   app: App;
   adminToken: string;
   log: Logger;
-  /** Session lifetime since the last request. */
+  /** Session lifetime from sign-in. */
   sessionTtlMs?: number;
   now?: () => number;
 }
@@ -32,6 +32,7 @@ const SHELL = `<!doctype html>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Video analytics dashboard</title>
+<link rel="icon" href="data:,">
 <link rel="stylesheet" href="/dashboard/assets/app.css">
 </head>
 <body>
@@ -123,11 +124,11 @@ export async function startDashboard(deps: DashboardDeps): Promise<{ stop(): Pro
     if (!id) return undefined;
     const s = sessions.get(id);
     if (!s) return undefined;
+    // NOTE: an absolute lifetime, the same as the cookie's Max-Age.
     if (s.expiresAt < now()) {
       sessions.delete(id);
       return undefined;
     }
-    s.expiresAt = now() + ttl;
     return [id, s];
   };
   const requireSession = (req: FastifyRequest, stateChanging: boolean): [string, Session] => {
@@ -150,10 +151,14 @@ export async function startDashboard(deps: DashboardDeps): Promise<{ stop(): Pro
   });
 
   app.post('/dashboard/session', { schema: { hide: true } }, async (req, reply) => {
-    const limit = signInLimiter.hit(req.ip);
-    if (!limit.allowed) throw new ApiError('rate_limited', 'too many sign-in attempts; wait a minute', { headers: { 'Retry-After': String(limit.resetSeconds) } });
+    // Only failed attempts count: guessing is limited, signing in is not.
+    const limit = signInLimiter.peek(req.ip);
+    if (!limit.allowed) throw new ApiError('rate_limited', 'too many failed sign-in attempts; wait a minute', { headers: { 'Retry-After': String(limit.resetSeconds) } });
     const token = (req.body as { token?: unknown } | undefined)?.token;
-    if (typeof token !== 'string' || !sameSecret(token, deps.adminToken)) throw new ApiError('unauthorized', 'wrong admin token');
+    if (typeof token !== 'string' || !sameSecret(token, deps.adminToken)) {
+      signInLimiter.hit(req.ip);
+      throw new ApiError('unauthorized', 'wrong admin token');
+    }
     if (sessions.size >= MAX_SESSIONS) {
       for (const [id, s] of sessions) if (s.expiresAt < now()) sessions.delete(id);
       if (sessions.size >= MAX_SESSIONS) sessions.delete(sessions.keys().next().value!);

@@ -38,6 +38,15 @@ export class FixedWindowRateLimiter {
     return { allowed: true, limit: this.#limit, remaining: this.#limit - w.count, resetSeconds };
   }
 
+  /** The decision a hit would get, without counting one. */
+  peek(key: string): RateDecision {
+    const now = this.#now();
+    const w = this.#windows.get(key);
+    if (!w || now - w.start >= this.#windowMs) return { allowed: true, limit: this.#limit, remaining: this.#limit, resetSeconds: Math.ceil(this.#windowMs / 1000) };
+    const resetSeconds = Math.max(1, Math.ceil((w.start + this.#windowMs - now) / 1000));
+    return { allowed: w.count < this.#limit, limit: this.#limit, remaining: Math.max(0, this.#limit - w.count), resetSeconds };
+  }
+
   /** Headers of the IETF RateLimit draft, sent on every response. */
   headers(d: RateDecision): Record<string, string> {
     return {
