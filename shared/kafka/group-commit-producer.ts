@@ -7,6 +7,11 @@ export class KafkaUnavailableError extends Error {
   override name = 'KafkaUnavailableError';
 }
 
+interface Lane {
+  producer: Producer | undefined;
+  running: Promise<void> | undefined;
+}
+
 interface Pending {
   topic: string;
   messages: Message[];
@@ -24,6 +29,11 @@ export interface GroupCommitProducerOptions {
   /** Most messages put in one transaction. */
   maxMessages?: number;
   /**
+   * Transactions in flight at once, each on its own transactional producer:
+   * one group fills while the previous one commits (default 2).
+   */
+  parallelTransactions?: number;
+  /**
    * Most bytes put in one transaction. kafkajs sends each partition's share
    * as one record batch, which must stay under the topic's max.message.bytes.
    */
@@ -40,18 +50,17 @@ export interface GroupCommitProducerOptions {
  */
 export class GroupCommitProducer {
   readonly #opts: GroupCommitProducerOptions;
-  #producer: Producer | undefined;
+  readonly #lanes: Lane[];
   #queue: Pending[] = [];
-  #running = false;
   #closed = false;
-  #idle: Promise<void> = Promise.resolve();
 
   constructor(opts: GroupCommitProducerOptions) {
     this.#opts = opts;
+    this.#lanes = Array.from({ length: opts.parallelTransactions ?? 2 }, () => ({ producer: undefined, running: undefined }));
   }
 
   async connect(): Promise<void> {
-    await this.#ensureProducer();
+    await Promise.all(this.#lanes.map((lane) => this.#ensureProducer(lane)));
   }
 
   /** Resolves once every message is durably committed; rejects with KafkaUnavailableError otherwise. */
@@ -59,30 +68,34 @@ export class GroupCommitProducer {
     if (this.#closed) return Promise.reject(new KafkaUnavailableError('producer is shutting down'));
     return new Promise<void>((resolve, reject) => {
       this.#queue.push({ topic, messages, resolve, reject });
-      if (!this.#running) {
-        this.#running = true;
-        this.#idle = this.#drain();
-      }
+      // One idle lane is enough to take it; the others join while it commits.
+      const idle = this.#lanes.find((l) => !l.running);
+      if (idle) idle.running = this.#drain(idle);
     });
   }
 
   /** Stops taking new records, finishes what is queued, disconnects. */
   async close(): Promise<void> {
     this.#closed = true;
-    await this.#idle;
-    await this.#producer?.disconnect().catch(() => undefined);
-    this.#producer = undefined;
+    await Promise.all(this.#lanes.map((l) => l.running));
+    await Promise.all(this.#lanes.map((l) => this.#reset(l)));
   }
 
-  async #drain(): Promise<void> {
+  async #drain(lane: Lane): Promise<void> {
     try {
       while (this.#queue.length > 0) {
         if (this.#opts.lingerMs > 0) await sleep(this.#opts.lingerMs);
         const group = this.#take();
-        await this.#commitGroup(group);
+        if (group.length === 0) break;
+        // While this lane commits, another idle lane takes whatever queues up.
+        const idle = this.#lanes.find((l) => !l.running);
+        const commit = this.#commitGroup(group, lane);
+        if (idle && this.#queue.length > 0) idle.running = this.#drain(idle);
+        await commit;
       }
     } finally {
-      this.#running = false;
+      lane.running = undefined;
+      if (this.#queue.length > 0) lane.running = this.#drain(lane);
     }
   }
 
@@ -104,12 +117,12 @@ export class GroupCommitProducer {
     return group;
   }
 
-  async #commitGroup(group: Pending[]): Promise<void> {
+  async #commitGroup(group: Pending[], lane: Lane): Promise<void> {
     const started = performance.now();
     const count = group.reduce((n, p) => n + p.messages.length, 0);
     let timer: NodeJS.Timeout | undefined;
     try {
-      const attempt = this.#transact(group);
+      const attempt = this.#transact(group, lane);
       // The outcome is unknown past the timeout; the transaction is aborted
       // below so that a 503 means "not accepted" whenever Kafka can be told.
       const timeout = new Promise<never>((_, reject) => {
@@ -124,14 +137,14 @@ export class GroupCommitProducer {
       this.#opts.log.warn({ err: { message: cause }, messages: count }, 'kafka_produce_failed');
       const failure = new KafkaUnavailableError(`Kafka did not acknowledge the events: ${cause}`);
       for (const p of group) p.reject(failure);
-      await this.#reset();
+      await this.#reset(lane);
     } finally {
       clearTimeout(timer);
     }
   }
 
-  async #transact(group: Pending[]): Promise<void> {
-    const producer = await this.#ensureProducer();
+  async #transact(group: Pending[], lane: Lane): Promise<void> {
+    const producer = await this.#ensureProducer(lane);
     const tx = await producer.transaction();
     try {
       const byTopic = new Map<string, Message[]>();
@@ -148,8 +161,8 @@ export class GroupCommitProducer {
     }
   }
 
-  async #ensureProducer(): Promise<Producer> {
-    if (this.#producer) return this.#producer;
+  async #ensureProducer(lane: Lane): Promise<Producer> {
+    if (lane.producer) return lane.producer;
     const producer = this.#opts.kafka.producer({
       createPartitioner: Partitioners.DefaultPartitioner,
       transactionalId: `ingest-${randomUUID()}`,
@@ -159,14 +172,14 @@ export class GroupCommitProducer {
       retry: { retries: 2, initialRetryTime: 100, maxRetryTime: 1000 },
     });
     await producer.connect();
-    this.#producer = producer;
+    lane.producer = producer;
     return producer;
   }
 
   /** A producer whose transaction failed is replaced: its state is unknown. */
-  async #reset(): Promise<void> {
-    const old = this.#producer;
-    this.#producer = undefined;
+  async #reset(lane: Lane): Promise<void> {
+    const old = lane.producer;
+    lane.producer = undefined;
     await old?.disconnect().catch(() => undefined);
   }
 }
