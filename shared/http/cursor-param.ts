@@ -12,7 +12,7 @@ export function readCursor<T>(codec: CursorCodec, raw: string, check: (payload: 
     return value;
   } catch (err) {
     if (err instanceof CursorError) {
-      throw new ApiError('validation_failed', `query.cursor: ${err.message}`, { errors: [{ path: 'query.cursor', message: err.message }] });
+      throw new ApiError('validation_failed', `querystring.cursor: ${err.message}`, { errors: [{ path: 'querystring.cursor', message: err.message }] });
     }
     throw err;
   }
