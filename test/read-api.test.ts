@@ -20,24 +20,6 @@ const PROBLEM_CODE: Record<number, string> = {
   429: 'rate_limited',
 };
 
-/**
- * TestStack.start, retried (after a pause) when topic creation races another
- * test file's stack starting on the shared broker at the same moment
- * (reported: shared/kafka/topics.ts ensureTopics rethrows kafkajs'
- * UNKNOWN_TOPIC_OR_PARTITION from createTopics' leader wait when listTopics
- * does not show the new topics yet).
- */
-async function startTestStack(): Promise<TestStack> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await TestStack.start();
-    } catch (err) {
-      if (attempt >= 4 || !/does not host this topic-partition|topic leaders/i.test(String(err))) throw err;
-      console.warn(`TestStack.start failed (attempt ${attempt}), retrying: ${String(err)}`);
-      await new Promise((r) => setTimeout(r, 2000 * attempt + Math.random() * 1000));
-    }
-  }
-}
 
 /** The error contract: status, problem+json, all fields, X-Request-Id = request_id. */
 function expectProblem(res: Res, status: number, detail?: RegExp): void {
@@ -117,7 +99,7 @@ describe('read API, management API and intakes', () => {
   let B: TestTenant;
 
   beforeAll(async () => {
-    s = await startTestStack();
+    s = await TestStack.start();
     A = await s.createTenant('tenant-a');
     B = await s.createTenant('tenant-b');
   });
