@@ -56,7 +56,7 @@ export const ConfigSchema = z.object({
   ),
   FANOUT_MAX_IN_FLIGHT: intFrom(256, 1),
   FANOUT_PER_DESTINATION_CONCURRENCY: intFrom(8, 1),
-  FANOUT_PER_DESTINATION_QUEUE: intFrom(200, 1),
+  FANOUT_PER_DESTINATION_QUEUE: intFrom(1000, 1),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 

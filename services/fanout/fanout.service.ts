@@ -9,6 +9,7 @@ import type { SecretBox } from '../../shared/secrets.ts';
 import { attemptRecord, deliveryId, hostOf, nextStep, payloadOf, selects, uuidV5 } from '../../shared/webhooks/fanout-plan.ts';
 import { webhookHeaders } from '../../shared/webhooks/signing.ts';
 import { TrackedConsumer } from './tracked-consumer.ts';
+import { CoalescingSender } from '../../shared/kafka/coalescing-sender.ts';
 
 /** The HTTPS client the fan-out posts through (shared/webhooks/https-delivery.ts). */
 export interface DeliveryClient {
@@ -32,6 +33,9 @@ export interface FanoutDeps {
   perDestinationQueue: number;
   now?: () => number;
 }
+
+/** How often a full lane may push a delivery back before that counts as a failed attempt. */
+const MAX_DEFERRALS = 3;
 
 /** A FIFO semaphore. */
 class Slots {
@@ -83,7 +87,8 @@ export async function startFanout(deps: FanoutDeps) {
   };
 
   const encode = (subject: Parameters<SchemaRegistry['encode']>[0], value: object) => deps.registry.encode(subject, value);
-  const send = (topicMessages: { topic: string; messages: Message[] }[]) => producer.sendBatch({ acks: -1, topicMessages });
+  const sender = new CoalescingSender(producer);
+  const send = (topicMessages: { topic: string; messages: Message[] }[]) => sender.send(topicMessages);
 
   /** Retries a durable hand-off (a produce) until it succeeds or the service stops. */
   let stopping = false;
@@ -145,6 +150,11 @@ export async function startFanout(deps: FanoutDeps) {
     const startedAt = now();
     const headers = webhookHeaders({ eventName: d.event_name, deliveryId: d.delivery_id, secret, rawBody: d.body, nowSec: Math.floor(startedAt / 1000) });
     const result = await deps.client.post(dest.url, { ...headers }, d.body);
+    await settle(d, result, startedAt, hostOf(dest.url));
+  };
+
+  /** Logs the outcome of attempt `d.attempt` and hands the delivery durably to what follows. */
+  const settle = async (d: DeliveryRecord, result: { ok: boolean; status?: number; errorClass?: string; durationMs: number }, startedAt: number, host?: string): Promise<void> => {
     const step = nextStep({ attempt: d.attempt, ok: result.ok, origin: d.origin, now: now(), delaysMs: deps.delaysMs });
     const outcome = step.kind === 'retry' ? 'retrying' : step.kind;
     deps.metrics.webhookAttempts.inc({ outcome, error_class: result.errorClass ?? (result.ok ? 'none' : 'http_status') });
@@ -165,16 +175,31 @@ export async function startFanout(deps: FanoutDeps) {
       out.push({ topic: deps.topics.webhooksFailed, messages: [{ key: d.delivery_id, value: encode('delivery', d) }] });
     }
     await durably(() => send(out));
-    if (!result.ok) log.info({ delivery_id: d.delivery_id, destination_id: d.destination_id, host: hostOf(dest.url), attempt: d.attempt, status: result.status, error_class: result.errorClass, outcome }, 'webhook_attempt_failed');
+    if (!result.ok) log.info({ delivery_id: d.delivery_id, destination_id: d.destination_id, host, attempt: d.attempt, status: result.status, error_class: result.errorClass, outcome }, 'webhook_attempt_failed');
   };
 
-  /** Runs `d` in its destination's lane; a full lane defers it to the first tier (no attempt used). */
-  const dispatch = async (d: DeliveryRecord): Promise<void> => {
+  /**
+   * Runs `d` in its destination's lane. A full lane defers it to the first
+   * tier, due when a first retry would be (so the tier stays in due order and
+   * nothing queues behind it), without using an attempt, at most
+   * MAX_DEFERRALS times; after that the full lane counts as a failed attempt
+   * (`destination_backlogged`) and the delivery moves on through the tiers.
+   */
+  const dispatch = async (d: DeliveryRecord, deferrals = 0): Promise<void> => {
     const lane = laneOf(d.destination_id);
     if (lane.busy && lane.queued >= deps.perDestinationQueue) {
-      const deferred: DeliveryRecord = { ...d, due_at: now() + Math.min(deps.delaysMs[0]!, 5000) };
+      if (deferrals >= MAX_DEFERRALS) {
+        await settle(d, { ok: false, errorClass: 'destination_backlogged', durationMs: 0 }, now());
+        return;
+      }
+      const deferred: DeliveryRecord = { ...d, due_at: now() + deps.delaysMs[0]! };
       await durably(() =>
-        send([{ topic: deps.topics.retry1, messages: [{ key: d.delivery_id, value: encode('delivery', deferred), headers: { 'due-at': String(deferred.due_at) } }] }]),
+        send([
+          {
+            topic: deps.topics.retry1,
+            messages: [{ key: d.delivery_id, value: encode('delivery', deferred), headers: { 'due-at': String(deferred.due_at), deferrals: String(deferrals + 1) } }],
+          },
+        ]),
       );
       return;
     }
@@ -248,7 +273,7 @@ export async function startFanout(deps: FanoutDeps) {
         if (!message.value) return { kind: 'work', done: Promise.resolve() };
         const d = deps.registry.decode<DeliveryRecord>('delivery', message.value);
         if (d.due_at > now()) return { kind: 'wait', dueAt: d.due_at };
-        return { kind: 'work', done: dispatch(d) };
+        return { kind: 'work', done: dispatch(d, Number(message.headers?.deferrals?.toString() ?? 0)) };
       },
     });
   const queues = [
