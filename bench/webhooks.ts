@@ -783,7 +783,7 @@ async function main(): Promise<void> {
     out(`fan-out / raw (beside a dead)    ${fmtRatio(mDead / mRaw)}`);
     out(`with dead / without              ${fmtRatio(mDead / mHealthy)}`);
     out(`fan-out / produce probe          ${fmtRatio(mHealthy / median(probes))}  (each attempt holds its lane slot through one such send)`);
-    out('held = mean events the fan-out had taken from Kafka and not finished (sampled every 250 ms); deferred = lane-full hand-offs to webhooks.retry.1m (5 s, no attempt used)');
+    out('held = mean events the fan-out had taken from Kafka and not finished (sampled every 250 ms); deferred = lane-full hand-offs to webhooks.retry.1m (due with the first retry tier, no attempt used)');
     out('attempts per fan-out round (outcome/error_class, from the stack\'s /metrics):');
     for (const [label, rs] of [['healthy', fanHealthy], ['+dead', fanDead]] as const) {
       rs.forEach((r, i) => out(`  ${label} #${i + 1}: ${r.attempts}; retry.1m appends ${r.retry1}; dead-destination requests received ${r.deadAttempts}; collect errors ${r.errors}`));
