@@ -1,6 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ACTIVE, COMING_SOON, SHORT, SIGNALS, expectProblem, iso, randomVid, type EventItem, type Res } from './helpers/contract.ts';
 import { TestStack, eventually, type TestTenant } from './helpers/stack.ts';
 
 /**
@@ -9,63 +10,9 @@ import { TestStack, eventually, type TestTenant } from './helpers/stack.ts';
  * or lose an event it acknowledged.
  */
 
-type Res = { status: number; headers: Headers; body: any; text: string };
-type EventItem = { event: string; visitor_id: string; timestamp: string };
-
-const CODE: Record<number, string> = {
-  400: 'bad_request|invalid_json',
-  401: 'unauthorized',
-  403: 'forbidden',
-  404: 'not_found',
-  413: 'payload_too_large',
-  414: 'uri_too_long',
-  415: 'unsupported_media_type',
-  422: 'validation_failed',
-  429: 'rate_limited',
-};
-
-
-/** The error contract: problem+json with type/title/status/detail/request_id, X-Request-Id = request_id. */
-function expectProblem(res: Res, status?: number, detail?: RegExp): void {
-  if (status !== undefined) expect(res.status, res.text).toBe(status);
-  expect(res.status, res.text).toBeGreaterThanOrEqual(400);
-  expect(res.status, res.text).toBeLessThan(500);
-  expect(res.headers.get('content-type'), res.text).toMatch(/^application\/problem\+json/);
-  expect(res.body, res.text).toMatchObject({
-    type: expect.stringMatching(new RegExp(`^urn:video-analytics:problem:(${CODE[res.status] ?? '[a-z_]+'})$`)),
-    title: expect.any(String),
-    status: res.status,
-    detail: expect.any(String),
-    request_id: expect.stringMatching(/^req_[A-Za-z0-9_-]+$/),
-  });
-  expect(res.body.title.length).toBeGreaterThan(0);
-  expect(res.headers.get('x-request-id')).toBe(res.body.request_id);
-  if (detail) expect(res.body.detail).toMatch(detail);
-}
-
-const iso = (ms: number) => new Date(ms).toISOString();
-const randomVid = () => `vid_${randomBytes(16).toString('hex')}`;
 const toUuid = (vid: string) => vid.slice(4).replace(/^(.{8})(.{4})(.{4})(.{4})(.{12})$/, '$1-$2-$3-$4-$5');
 
-/** Written out from spec 6.1 (active) plus the two player signals; not imported from the service. */
-const SHORT: Record<string, string> = {
-  player_loaded: 'loaded',
-  video_view: 'view',
-  video_play: 'play',
-  video_pause: 'pause',
-  video_resume: 'resume',
-  video_unmute: 'unmute',
-  watched_25_percent: 'watched_25',
-  watched_50_percent: 'watched_50',
-  watched_75_percent: 'watched_75',
-  watched_90_percent: 'watched_90',
-  cta_shown: 'cta_shown',
-  cta_clicked: 'cta_clicked',
-  session_ended: 'session_ended',
-};
-const SIGNALS = ['heartbeat', 'seek'];
-const COLLECTABLE = [...Object.keys(SHORT), ...SIGNALS];
-const COMING_SOON = ['reached_pitch', 'high_intent_lead', 'conversion', 'abandoned_before_pitch', 'abandoned_after_offer'];
+const COLLECTABLE = [...ACTIVE, ...SIGNALS];
 
 
 /** Runs a property with a fixed budget; the seed is printed by fast-check on failure. */

@@ -1,5 +1,6 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ACTIVE, SHORT, expectProblem, iso, randomVid, type EventItem } from './helpers/contract.ts';
 import { TestStack, eventually, type CollectEventInput, type TestTenant } from './helpers/stack.ts';
 
 /**
@@ -7,39 +8,8 @@ import { TestStack, eventually, type CollectEventInput, type TestTenant } from '
  * management API, read API, intakes, rate limit, health, metrics, OpenAPI.
  */
 
-type Res = Awaited<ReturnType<TestStack['request']>>;
-type EventItem = { event: string; visitor_id: string; timestamp: string };
-
-const PROBLEM_CODE: Record<number, string> = {
-  400: 'invalid_json',
-  401: 'unauthorized',
-  403: 'forbidden',
-  404: 'not_found',
-  413: 'payload_too_large',
-  422: 'validation_failed',
-  429: 'rate_limited',
-};
-
-
-/** The error contract: status, problem+json, all fields, X-Request-Id = request_id. */
-function expectProblem(res: Res, status: number, detail?: RegExp): void {
-  expect(res.status, res.text).toBe(status);
-  expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
-  expect(res.body).toMatchObject({
-    type: `urn:video-analytics:problem:${PROBLEM_CODE[status]}`,
-    title: expect.any(String),
-    status,
-    detail: expect.any(String),
-    request_id: expect.stringMatching(/^req_/),
-  });
-  expect(res.headers.get('x-request-id')).toBe(res.body.request_id);
-  if (detail) expect(res.body.detail).toMatch(detail);
-}
-
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
-const iso = (ms: number) => new Date(ms).toISOString();
 const rnd = () => randomBytes(4).toString('hex');
-const randomVid = () => `vid_${randomBytes(16).toString('hex')}`;
 
 /** The same instant written with a non-UTC offset, e.g. 2024-01-01T02:00:00.000+02:00. */
 function withOffset(ms: number, offsetMin: number): string {
@@ -75,23 +45,6 @@ function shuffled<T>(items: T[], seed = 42): T[] {
   return a;
 }
 
-/** The active names of spec 6.1 and the short names the events API shows (written out here, not imported). */
-const SHORT: Record<string, string> = {
-  player_loaded: 'loaded',
-  video_view: 'view',
-  video_play: 'play',
-  video_pause: 'pause',
-  video_resume: 'resume',
-  video_unmute: 'unmute',
-  watched_25_percent: 'watched_25',
-  watched_50_percent: 'watched_50',
-  watched_75_percent: 'watched_75',
-  watched_90_percent: 'watched_90',
-  cta_shown: 'cta_shown',
-  cta_clicked: 'cta_clicked',
-  session_ended: 'session_ended',
-};
-const ACTIVE = Object.keys(SHORT);
 
 describe('read API, management API and intakes', () => {
   let s: TestStack;
