@@ -234,3 +234,38 @@ export function ConfirmButton(p: ConfirmProps) {
 export function Empty({ children }: { children: ComponentChildren }) {
   return <p class="empty">{children}</p>;
 }
+
+interface ActionFormProps {
+  /** What submitting runs (a useAction): its error shows above the button, its pending state on it. */
+  action: { run: () => Promise<unknown>; busy: boolean; error: string | undefined };
+  /** Whether the form may be sent; the submit button is disabled until then. */
+  ready: boolean;
+  label: string;
+  busyLabel: string;
+  /** Called on every submit, before the action (and whether or not the form is ready). */
+  onSubmit?: () => void;
+  /** Shown between the error and the button (e.g. a "Saved." status). */
+  status?: ComponentChildren;
+  /** The fields. */
+  children: ComponentChildren;
+}
+
+/** A form that runs `action` when submitted and ready, with its error and a primary submit button. */
+export function ActionForm(p: ActionFormProps) {
+  return (
+    <form
+      onSubmit={(e) => {
+        e.preventDefault();
+        p.onSubmit?.();
+        if (p.ready) void p.action.run();
+      }}
+    >
+      {p.children}
+      <ErrorAlert message={p.action.error} />
+      {p.status}
+      <button type="submit" class="btn btn-primary" disabled={p.action.busy || !p.ready}>
+        {p.action.busy ? p.busyLabel : p.label}
+      </button>
+    </form>
+  );
+}

@@ -1,8 +1,9 @@
 import { useState } from 'preact/hooks';
 import { api } from '../api.ts';
+import { ResourceTable } from '../components/lists.tsx';
 import { useAction, useResource, useTitle } from '../hooks.ts';
 import type { ApiKey, ApiKeyCreated, Page } from '../types.ts';
-import { Badge, ConfirmButton, Empty, ErrorAlert, Loading, SecretOnce, TextField, Time } from '../ui.tsx';
+import { ActionForm, Badge, ConfirmButton, SecretOnce, TextField, Time } from '../ui.tsx';
 
 export function ApiKeysPage({ tenantId }: { tenantId: string }) {
   useTitle('API keys');
@@ -30,81 +31,58 @@ export function ApiKeysPage({ tenantId }: { tenantId: string }) {
       <div class="grid-2 grid-wide-left">
         <section class="card" aria-labelledby="keys-title">
           <h2 id="keys-title">Keys</h2>
-          <ErrorAlert message={keys.error?.message} />
-          {!keys.data && !keys.error && <Loading />}
-          {keys.data && keys.data.data.length === 0 && <Empty>No API keys yet.</Empty>}
-          {keys.data && keys.data.data.length > 0 && (
-            <table class="table" data-testid="api-keys-table">
-              <thead>
-                <tr>
-                  <th scope="col">Name</th>
-                  <th scope="col">Prefix</th>
-                  <th scope="col">Created</th>
-                  <th scope="col">Last used</th>
-                  <th scope="col">Status</th>
-                  <th scope="col">
-                    <span class="sr-only">Actions</span>
-                  </th>
-                </tr>
-              </thead>
-              <tbody>
-                {keys.data.data.map((k) => (
-                  <tr key={k.id} data-key-id={k.id} data-key-name={k.name}>
-                    <td>{k.name}</td>
-                    <td class="mono">{k.prefix}…</td>
-                    <td>
-                      <Time iso={k.created_at} />
-                    </td>
-                    <td data-col="last-used">{k.last_used_at ? <Time iso={k.last_used_at} /> : <span class="muted">never</span>}</td>
-                    <td>
-                      {k.revoked_at ? (
-                        <>
-                          <Badge status="revoked" /> <Time iso={k.revoked_at} />
-                        </>
-                      ) : (
-                        <Badge status="active" />
-                      )}
-                    </td>
-                    <td class="actions-cell">
-                      {!k.revoked_at && (
-                        <ConfirmButton
-                          label="Revoke"
-                          ariaLabel={`Revoke key ${k.name}`}
-                          small
-                          danger
-                          title={`Revoke “${k.name}”?`}
-                          confirmLabel="Revoke key"
-                          onConfirm={async () => {
-                            await api('DELETE', `${base}/${encodeURIComponent(k.id)}`);
-                            await keys.reload();
-                          }}
-                        >
-                          <p>
-                            Requests with <code class="mono">{k.prefix}…</code> are refused at once (401). This cannot be undone.
-                          </p>
-                        </ConfirmButton>
-                      )}
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          )}
+          <ResourceTable
+            res={keys}
+            testId="api-keys-table"
+            columns={['Name', 'Prefix', 'Created', 'Last used', 'Status']}
+            actions
+            empty="No API keys yet."
+            row={(k) => (
+              <tr key={k.id} data-key-id={k.id} data-key-name={k.name}>
+                <td>{k.name}</td>
+                <td class="mono">{k.prefix}…</td>
+                <td>
+                  <Time iso={k.created_at} />
+                </td>
+                <td data-col="last-used">{k.last_used_at ? <Time iso={k.last_used_at} /> : <span class="muted">never</span>}</td>
+                <td>
+                  {k.revoked_at ? (
+                    <>
+                      <Badge status="revoked" /> <Time iso={k.revoked_at} />
+                    </>
+                  ) : (
+                    <Badge status="active" />
+                  )}
+                </td>
+                <td class="actions-cell">
+                  {!k.revoked_at && (
+                    <ConfirmButton
+                      label="Revoke"
+                      ariaLabel={`Revoke key ${k.name}`}
+                      small
+                      danger
+                      title={`Revoke “${k.name}”?`}
+                      confirmLabel="Revoke key"
+                      onConfirm={async () => {
+                        await api('DELETE', `${base}/${encodeURIComponent(k.id)}`);
+                        await keys.reload();
+                      }}
+                    >
+                      <p>
+                        Requests with <code class="mono">{k.prefix}…</code> are refused at once (401). This cannot be undone.
+                      </p>
+                    </ConfirmButton>
+                  )}
+                </td>
+              </tr>
+            )}
+          />
         </section>
         <section class="card" aria-labelledby="key-create-title">
           <h2 id="key-create-title">New API key</h2>
-          <form
-            onSubmit={(e) => {
-              e.preventDefault();
-              if (name.trim()) void create.run();
-            }}
-          >
+          <ActionForm action={create} ready={!!name.trim()} label="Create API key" busyLabel="Creating…">
             <TextField id="key-name" label="Name" value={name} onInput={setName} required placeholder="backend" hint="What uses this key, so you know which one to revoke." />
-            <ErrorAlert message={create.error} />
-            <button type="submit" class="btn btn-primary" disabled={create.busy || !name.trim()}>
-              {create.busy ? 'Creating…' : 'Create API key'}
-            </button>
-          </form>
+          </ActionForm>
         </section>
       </div>
     </>

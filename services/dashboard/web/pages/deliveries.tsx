@@ -1,8 +1,10 @@
+import type { ComponentChildren } from 'preact';
 import { useState } from 'preact/hooks';
 import { api } from '../api.ts';
+import { DataTable, Pager, ResourceTable } from '../components/lists.tsx';
 import { ALL_EVENTS } from '../events.tsx';
 import { formatMs, shortId } from '../format.ts';
-import { useAction, useInterval, useResource, useTitle } from '../hooks.ts';
+import { type Resource, useAction, useInterval, useResource, useTitle } from '../hooks.ts';
 import { href, navigate, type Route } from '../router.ts';
 import { DELIVERY_STATUSES, type Delivery, type DeliveryDetail, type Destination, type Page, type SecurityEvent } from '../types.ts';
 import { Badge, Empty, ErrorAlert, Loading, Time } from '../ui.tsx';
@@ -51,13 +53,49 @@ function ReprocessButton({ tenantId, id, onDone, label }: { tenantId: string; id
   );
 }
 
-function AutoRefresh({ on, setOn, loading }: { on: boolean; setOn: (v: boolean) => void; loading: boolean }) {
+/** Auto-refresh switch and Refresh button of a list. */
+function ListToolbar({ auto, setAuto, list }: { auto: boolean; setAuto: (v: boolean) => void; list: Resource<unknown> }) {
   return (
-    <span class="auto-refresh">
-      <input type="checkbox" id="auto-refresh" checked={on} onChange={(e) => setOn((e.currentTarget as HTMLInputElement).checked)} />
-      <label for="auto-refresh">Auto-refresh</label>
-      <span class={`spinner ${loading ? 'spinning' : ''}`} aria-hidden="true" />
-    </span>
+    <div class="toolbar">
+      <span class="auto-refresh">
+        <input type="checkbox" id="auto-refresh" checked={auto} onChange={(e) => setAuto((e.currentTarget as HTMLInputElement).checked)} />
+        <label for="auto-refresh">Auto-refresh</label>
+        <span class={`spinner ${list.loading ? 'spinning' : ''}`} aria-hidden="true" />
+      </span>
+      <button type="button" class="btn btn-small" onClick={() => void list.reload()}>
+        Refresh
+      </button>
+    </div>
+  );
+}
+
+interface FilterSelectProps {
+  id: string;
+  label: string;
+  /** Text of the first option, which filters nothing. */
+  any: string;
+  value: string;
+  options: readonly string[];
+  labelOf?: (value: string) => string;
+  onChange: (value: string) => void;
+  /** Options after the listed ones. */
+  children?: ComponentChildren;
+}
+
+function FilterSelect(p: FilterSelectProps) {
+  return (
+    <div class="field">
+      <label for={p.id}>{p.label}</label>
+      <select id={p.id} value={p.value} onChange={(e) => p.onChange((e.currentTarget as HTMLSelectElement).value)}>
+        <option value="">{p.any}</option>
+        {p.options.map((o) => (
+          <option key={o} value={o}>
+            {p.labelOf ? p.labelOf(o) : o}
+          </option>
+        ))}
+        {p.children}
+      </select>
+    </div>
   );
 }
 
@@ -94,105 +132,55 @@ export function DeliveriesPage({ tenantId, route }: { tenantId: string; route: R
       <section class="card" aria-labelledby="deliveries-title">
         <div class="card-head">
           <h2 id="deliveries-title">Deliveries</h2>
-          <div class="toolbar">
-            <AutoRefresh on={auto} setOn={setAuto} loading={list.loading} />
-            <button type="button" class="btn btn-small" onClick={() => void list.reload()}>
-              Refresh
-            </button>
-          </div>
+          <ListToolbar auto={auto} setAuto={setAuto} list={list} />
         </div>
         <form class="filters" onSubmit={(e) => e.preventDefault()} aria-label="Filters">
-          <div class="field">
-            <label for="filter-status">Status</label>
-            <select id="filter-status" value={status} onChange={(e) => setFilter('status', (e.currentTarget as HTMLSelectElement).value)}>
-              <option value="">Any status</option>
-              {DELIVERY_STATUSES.map((s) => (
-                <option key={s} value={s}>
-                  {s}
-                </option>
-              ))}
-            </select>
-          </div>
-          <div class="field">
-            <label for="filter-destination">Destination</label>
-            <select id="filter-destination" value={destinationId} onChange={(e) => setFilter('destination_id', (e.currentTarget as HTMLSelectElement).value)}>
-              <option value="">Any destination</option>
-              {dests.list.map((d) => (
-                <option key={d.id} value={d.id}>
-                  {d.name}
-                </option>
-              ))}
-              {destinationId && !dests.nameOf(destinationId) && <option value={destinationId}>{shortId(destinationId)} (deleted?)</option>}
-            </select>
-          </div>
-          <div class="field">
-            <label for="filter-event">Event</label>
-            <select id="filter-event" value={eventName} onChange={(e) => setFilter('event_name', (e.currentTarget as HTMLSelectElement).value)}>
-              <option value="">Any event</option>
-              {ALL_EVENTS.map((n) => (
-                <option key={n} value={n}>
-                  {n}
-                </option>
-              ))}
-            </select>
-          </div>
+          <FilterSelect id="filter-status" label="Status" any="Any status" value={status} options={DELIVERY_STATUSES} onChange={(v) => setFilter('status', v)} />
+          <FilterSelect
+            id="filter-destination"
+            label="Destination"
+            any="Any destination"
+            value={destinationId}
+            options={dests.list.map((d) => d.id)}
+            labelOf={(id) => dests.nameOf(id) ?? id}
+            onChange={(v) => setFilter('destination_id', v)}
+          >
+            {destinationId && !dests.nameOf(destinationId) && <option value={destinationId}>{shortId(destinationId)} (deleted?)</option>}
+          </FilterSelect>
+          <FilterSelect id="filter-event" label="Event" any="Any event" value={eventName} options={ALL_EVENTS} onChange={(v) => setFilter('event_name', v)} />
         </form>
-        <ErrorAlert message={list.error?.message} />
-        {!list.data && !list.error && <Loading />}
-        {list.data && list.data.data.length === 0 && <Empty>{status || destinationId || eventName ? 'No delivery matches these filters.' : 'No deliveries yet. Press Test on a destination to send one.'}</Empty>}
-        {list.data && list.data.data.length > 0 && (
-          <table class="table" data-testid="deliveries-table">
-            <thead>
-              <tr>
-                <th scope="col">Created</th>
-                <th scope="col">Event</th>
-                <th scope="col">Destination</th>
-                <th scope="col">Status</th>
-                <th scope="col">Attempts</th>
-                <th scope="col">Next attempt</th>
-                <th scope="col">
-                  <span class="sr-only">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {list.data.data.map((d) => (
-                <tr key={d.id} data-delivery-id={d.id} data-status={d.status}>
-                  <td>
-                    <Time iso={d.created_at} />
-                  </td>
-                  <td>
-                    <code>{d.event_name}</code>
-                  </td>
-                  <td>{dests.nameOf(d.destination_id) ?? <span class="mono muted" title={d.destination_id}>{shortId(d.destination_id)}</span>}</td>
-                  <td>
-                    <Badge status={d.status} />
-                  </td>
-                  <td class="num">{d.attempt_count}</td>
-                  <td>
-                    <Time iso={d.next_attempt_at} />
-                  </td>
-                  <td class="actions-cell">
-                    <a class="btn btn-small" href={href(['tenants', tenantId, 'deliveries', d.id])} aria-label={`Attempts of delivery ${d.id}`}>
-                      Attempts
-                    </a>
-                    {d.status === 'failed' && <ReprocessButton key={d.attempt_count} tenantId={tenantId} id={d.id} onDone={list.reload} label={`Reprocess delivery ${d.id}`} />}
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        )}
-        {(cursors.length > 0 || list.data?.next_cursor) && (
-          <div class="pager">
-            <button type="button" class="btn btn-small" disabled={cursors.length === 0} onClick={() => setCursors(cursors.slice(0, -1))}>
-              ← Newer
-            </button>
-            <button type="button" class="btn btn-small" disabled={!list.data?.next_cursor} onClick={() => list.data?.next_cursor && setCursors([...cursors, list.data.next_cursor])}>
-              Older →
-            </button>
-          </div>
-        )}
+        <ResourceTable
+          res={list}
+          testId="deliveries-table"
+          columns={['Created', 'Event', 'Destination', 'Status', 'Attempts', 'Next attempt']}
+          actions
+          empty={status || destinationId || eventName ? 'No delivery matches these filters.' : 'No deliveries yet. Press Test on a destination to send one.'}
+          row={(d) => (
+            <tr key={d.id} data-delivery-id={d.id} data-status={d.status}>
+              <td>
+                <Time iso={d.created_at} />
+              </td>
+              <td>
+                <code>{d.event_name}</code>
+              </td>
+              <td>{dests.nameOf(d.destination_id) ?? <span class="mono muted" title={d.destination_id}>{shortId(d.destination_id)}</span>}</td>
+              <td>
+                <Badge status={d.status} />
+              </td>
+              <td class="num">{d.attempt_count}</td>
+              <td>
+                <Time iso={d.next_attempt_at} />
+              </td>
+              <td class="actions-cell">
+                <a class="btn btn-small" href={href(['tenants', tenantId, 'deliveries', d.id])} aria-label={`Attempts of delivery ${d.id}`}>
+                  Attempts
+                </a>
+                {d.status === 'failed' && <ReprocessButton key={d.attempt_count} tenantId={tenantId} id={d.id} onDone={list.reload} label={`Reprocess delivery ${d.id}`} />}
+              </td>
+            </tr>
+          )}
+        />
+        <Pager cursors={cursors} setCursors={setCursors} next={list.data?.next_cursor} />
       </section>
     </>
   );
@@ -312,38 +300,26 @@ export function DeliveryDetailPage({ tenantId, deliveryId }: { tenantId: string;
             {d.attempts.length === 0 ? (
               <Empty>No attempt made yet.</Empty>
             ) : (
-              <table class="table" data-testid="attempts-table">
-                <thead>
-                  <tr>
-                    <th scope="col">#</th>
-                    <th scope="col">Started</th>
-                    <th scope="col">Duration</th>
-                    <th scope="col">Response or error</th>
-                    <th scope="col">Outcome</th>
-                    <th scope="col">Next attempt</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {d.attempts.map((a) => (
-                    <tr key={a.attempt} data-attempt={a.attempt} data-outcome={a.outcome}>
-                      <td class="num">{a.attempt}</td>
-                      <td>
-                        <Time iso={a.started_at} />
-                      </td>
-                      <td class="num">{formatMs(a.duration_ms)}</td>
-                      <td data-col="result">
-                        <AttemptResult statusCode={a.status_code} errorClass={a.error_class} />
-                      </td>
-                      <td>
-                        <Badge status={OUTCOME_STATUS[a.outcome] ?? a.outcome} />
-                      </td>
-                      <td>
-                        <Time iso={a.next_attempt_at} />
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
+              <DataTable testId="attempts-table" columns={['#', 'Started', 'Duration', 'Response or error', 'Outcome', 'Next attempt']}>
+              {d.attempts.map((a) => (
+                <tr key={a.attempt} data-attempt={a.attempt} data-outcome={a.outcome}>
+                  <td class="num">{a.attempt}</td>
+                  <td>
+                    <Time iso={a.started_at} />
+                  </td>
+                  <td class="num">{formatMs(a.duration_ms)}</td>
+                  <td data-col="result">
+                    <AttemptResult statusCode={a.status_code} errorClass={a.error_class} />
+                  </td>
+                  <td>
+                    <Badge status={OUTCOME_STATUS[a.outcome] ?? a.outcome} />
+                  </td>
+                  <td>
+                    <Time iso={a.next_attempt_at} />
+                  </td>
+                </tr>
+              ))}
+              </DataTable>
             )}
           </section>
         </>
@@ -375,62 +351,36 @@ export function SecurityEventsPage({ tenantId }: { tenantId: string }) {
       <section class="card" aria-labelledby="sec-title">
         <div class="card-head">
           <h2 id="sec-title">Refused deliveries</h2>
-          <div class="toolbar">
-            <AutoRefresh on={auto} setOn={setAuto} loading={list.loading} />
-            <button type="button" class="btn btn-small" onClick={() => void list.reload()}>
-              Refresh
-            </button>
-          </div>
+          <ListToolbar auto={auto} setAuto={setAuto} list={list} />
         </div>
-        <ErrorAlert message={list.error?.message} />
-        {!list.data && !list.error && <Loading />}
-        {list.data && list.data.data.length === 0 && <Empty>No security events.</Empty>}
-        {list.data && list.data.data.length > 0 && (
-          <table class="table" data-testid="security-events-table">
-            <thead>
-              <tr>
-                <th scope="col">Time</th>
-                <th scope="col">Kind</th>
-                <th scope="col">Destination</th>
-                <th scope="col">Host</th>
-                <th scope="col">Event</th>
-              </tr>
-            </thead>
-            <tbody>
-              {list.data.data.map((e) => (
-                <tr key={e.id} data-kind={e.kind}>
-                  <td>
-                    <Time iso={e.occurred_at} />
-                  </td>
-                  <td>
-                    {KIND[e.kind] ?? e.kind} <code class="small muted">{e.kind}</code>
-                  </td>
-                  <td>
-                    {dests.nameOf(e.endpoint_id) ? (
-                      <a href={href(['tenants', tenantId, 'destinations', e.endpoint_id])}>{dests.nameOf(e.endpoint_id)}</a>
-                    ) : (
-                      <span class="mono" title={e.endpoint_id}>
-                        {shortId(e.endpoint_id)}
-                      </span>
-                    )}
-                  </td>
-                  <td class="mono">{e.host}</td>
-                  <td>{e.event_name ? <code>{e.event_name}</code> : '—'}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        )}
-        {(cursors.length > 0 || list.data?.next_cursor) && (
-          <div class="pager">
-            <button type="button" class="btn btn-small" disabled={cursors.length === 0} onClick={() => setCursors(cursors.slice(0, -1))}>
-              ← Newer
-            </button>
-            <button type="button" class="btn btn-small" disabled={!list.data?.next_cursor} onClick={() => list.data?.next_cursor && setCursors([...cursors, list.data.next_cursor])}>
-              Older →
-            </button>
-          </div>
-        )}
+        <ResourceTable
+          res={list}
+          testId="security-events-table"
+          columns={['Time', 'Kind', 'Destination', 'Host', 'Event']}
+          empty="No security events."
+          row={(e) => (
+            <tr key={e.id} data-kind={e.kind}>
+              <td>
+                <Time iso={e.occurred_at} />
+              </td>
+              <td>
+                {KIND[e.kind] ?? e.kind} <code class="small muted">{e.kind}</code>
+              </td>
+              <td>
+                {dests.nameOf(e.endpoint_id) ? (
+                  <a href={href(['tenants', tenantId, 'destinations', e.endpoint_id])}>{dests.nameOf(e.endpoint_id)}</a>
+                ) : (
+                  <span class="mono" title={e.endpoint_id}>
+                    {shortId(e.endpoint_id)}
+                  </span>
+                )}
+              </td>
+              <td class="mono">{e.host}</td>
+              <td>{e.event_name ? <code>{e.event_name}</code> : '—'}</td>
+            </tr>
+          )}
+        />
+        <Pager cursors={cursors} setCursors={setCursors} next={list.data?.next_cursor} />
       </section>
     </>
   );

@@ -1,10 +1,11 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api } from '../api.ts';
+import { ResourceTable } from '../components/lists.tsx';
 import { describeEvents, EventPicker, isComingSoon } from '../events.tsx';
 import { useAction, useResource, useTitle } from '../hooks.ts';
 import { href, navigate } from '../router.ts';
 import type { Destination, DestinationKind, DestinationWithSecret, Page } from '../types.ts';
-import { Badge, ConfirmButton, Empty, ErrorAlert, Loading, Notice, SecretOnce, TextField, Time } from '../ui.tsx';
+import { ActionForm, ConfirmButton, ErrorAlert, Loading, Notice, SecretOnce, TextField, Time } from '../ui.tsx';
 
 const destPath = (tenantId: string, id?: string) => `/tenants/${encodeURIComponent(tenantId)}/destinations${id ? `/${encodeURIComponent(id)}` : ''}`;
 
@@ -85,49 +86,35 @@ export function DestinationsPage({ tenantId }: { tenantId: string }) {
       {notice && <Notice>{notice}</Notice>}
       <section class="card" aria-labelledby="dest-list-title">
         <h2 id="dest-list-title">Destinations</h2>
-        <ErrorAlert message={list.error?.message} />
-        {!list.data && !list.error && <Loading />}
-        {list.data && list.data.data.length === 0 && <Empty>No destinations yet.</Empty>}
-        {list.data && list.data.data.length > 0 && (
-          <table class="table" data-testid="destinations-table">
-            <thead>
-              <tr>
-                <th scope="col">Name</th>
-                <th scope="col">Type</th>
-                <th scope="col">URL</th>
-                <th scope="col">Events</th>
-                <th scope="col">Secret</th>
-                <th scope="col">
-                  <span class="sr-only">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {list.data.data.map((d) => (
-                <tr key={d.id} data-destination-id={d.id}>
-                  <td>
-                    <a href={href(['tenants', tenantId, 'destinations', d.id])}>{d.name}</a>
-                  </td>
-                  <td>{d.kind === 'integration' ? 'Integration' : 'Webhook'}</td>
-                  <td class="mono small break">{d.url}</td>
-                  <td class="small">{describeEvents(d.events)}</td>
-                  <td>
-                    <SecretCell d={d} />
-                  </td>
-                  <td class="actions-cell">
-                    <TestButton tenantId={tenantId} dest={d} small />
-                    <a class="btn btn-small" href={href(['tenants', tenantId, 'destinations', d.id])} aria-label={`Edit ${d.name}`}>
-                      Edit
-                    </a>
-                    <a class="btn btn-small" href={href(['tenants', tenantId, 'deliveries'], { destination_id: d.id })} aria-label={`Deliveries of ${d.name}`}>
-                      Deliveries
-                    </a>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        )}
+        <ResourceTable
+          res={list}
+          testId="destinations-table"
+          columns={['Name', 'Type', 'URL', 'Events', 'Secret']}
+          actions
+          empty="No destinations yet."
+          row={(d) => (
+            <tr key={d.id} data-destination-id={d.id}>
+              <td>
+                <a href={href(['tenants', tenantId, 'destinations', d.id])}>{d.name}</a>
+              </td>
+              <td>{d.kind === 'integration' ? 'Integration' : 'Webhook'}</td>
+              <td class="mono small break">{d.url}</td>
+              <td class="small">{describeEvents(d.events)}</td>
+              <td>
+                <SecretCell d={d} />
+              </td>
+              <td class="actions-cell">
+                <TestButton tenantId={tenantId} dest={d} small />
+                <a class="btn btn-small" href={href(['tenants', tenantId, 'destinations', d.id])} aria-label={`Edit ${d.name}`}>
+                  Edit
+                </a>
+                <a class="btn btn-small" href={href(['tenants', tenantId, 'deliveries'], { destination_id: d.id })} aria-label={`Deliveries of ${d.name}`}>
+                  Deliveries
+                </a>
+              </td>
+            </tr>
+          )}
+        />
       </section>
       <CreateDestination
         tenantId={tenantId}
@@ -168,11 +155,11 @@ function CreateDestination({ tenantId, onCreated }: { tenantId: string; onCreate
   return (
     <section class="card" aria-labelledby="dest-create-title">
       <h2 id="dest-create-title">New destination</h2>
-      <form
-        onSubmit={(e) => {
-          e.preventDefault();
-          if (name.trim() && url.trim() && !problem) void create.run();
-        }}
+      <ActionForm
+        action={create}
+        ready={!!name.trim() && !!url.trim() && !problem}
+        label={kind === 'webhook' ? 'Create webhook' : 'Create integration'}
+        busyLabel="Creating…"
       >
         <fieldset class="radios">
           <legend>Type</legend>
@@ -204,11 +191,7 @@ function CreateDestination({ tenantId, onCreated }: { tenantId: string; onCreate
           />
         )}
         <EventPicker idPrefix="create" value={events} onChange={setEvents} />
-        <ErrorAlert message={create.error} />
-        <button type="submit" class="btn btn-primary" disabled={create.busy || !name.trim() || !url.trim() || !!problem}>
-          {create.busy ? 'Creating…' : kind === 'webhook' ? 'Create webhook' : 'Create integration'}
-        </button>
-      </form>
+      </ActionForm>
     </section>
   );
 }
@@ -260,12 +243,20 @@ export function DestinationEditPage({ tenantId, destinationId }: { tenantId: str
       <div class="grid-2 grid-wide-left">
         <section class="card" aria-labelledby="dest-edit-title">
           <h2 id="dest-edit-title">Settings</h2>
-          <form
-            onSubmit={(e) => {
-              e.preventDefault();
-              setSaved(undefined);
-              if (name.trim() && url.trim() && !problem) void save.run();
-            }}
+          <ActionForm
+            action={save}
+            ready={!!name.trim() && !!url.trim() && !problem}
+            label="Save changes"
+            busyLabel="Saving…"
+            onSubmit={() => setSaved(undefined)}
+            status={
+              saved &&
+              !save.busy && (
+                <p role="status" class="ok-text">
+                  {saved}
+                </p>
+              )
+            }
           >
             <TextField id="edit-name" label="Name" value={name} onInput={setName} required />
             <TextField id="edit-url" label="URL" type="url" value={url} onInput={setUrl} required hint={problem ?? 'HTTPS only.'} />
@@ -281,16 +272,7 @@ export function DestinationEditPage({ tenantId, destinationId }: { tenantId: str
             )}
             <EventPicker idPrefix="edit" value={events} onChange={setEvents} />
             {comingSoon.length > 0 && <p class="hint">Selected coming-soon events ({comingSoon.join(', ')}) will be delivered once they become active.</p>}
-            <ErrorAlert message={save.error} />
-            {saved && !save.busy && (
-              <p role="status" class="ok-text">
-                {saved}
-              </p>
-            )}
-            <button type="submit" class="btn btn-primary" disabled={save.busy || !name.trim() || !url.trim() || !!problem}>
-              {save.busy ? 'Saving…' : 'Save changes'}
-            </button>
-          </form>
+          </ActionForm>
         </section>
         <aside class="stack">
           <section class="card" aria-labelledby="dest-secret-title">

@@ -1,9 +1,10 @@
 import { useState } from 'preact/hooks';
 import { api } from '../api.ts';
+import { ResourceTable } from '../components/lists.tsx';
 import { useAction, useResource, useTitle } from '../hooks.ts';
 import { href, navigate } from '../router.ts';
 import type { Page, Tenant } from '../types.ts';
-import { Empty, ErrorAlert, Loading, Time, TextField } from '../ui.tsx';
+import { ActionForm, TextField, Time } from '../ui.tsx';
 
 export function TenantsPage() {
   useTitle('Tenants');
@@ -24,48 +25,29 @@ export function TenantsPage() {
       <div class="grid-2">
         <section class="card" aria-labelledby="tenant-list-title">
           <h2 id="tenant-list-title">All tenants</h2>
-          <ErrorAlert message={tenants.error?.message} />
-          {!tenants.data && !tenants.error && <Loading />}
-          {tenants.data && tenants.data.data.length === 0 && <Empty>No tenants yet. Create the first one.</Empty>}
-          {tenants.data && tenants.data.data.length > 0 && (
-            <table class="table" data-testid="tenants-table">
-              <thead>
-                <tr>
-                  <th scope="col">Name</th>
-                  <th scope="col">Tenant id</th>
-                  <th scope="col">Created</th>
-                </tr>
-              </thead>
-              <tbody>
-                {tenants.data.data.map((t) => (
-                  <tr key={t.id}>
-                    <td>
-                      <a href={href(['tenants', t.id])}>{t.name}</a>
-                    </td>
-                    <td class="mono small">{t.id}</td>
-                    <td>
-                      <Time iso={t.created_at} />
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          )}
+          <ResourceTable
+            res={tenants}
+            testId="tenants-table"
+            columns={['Name', 'Tenant id', 'Created']}
+            empty="No tenants yet. Create the first one."
+            row={(t) => (
+              <tr key={t.id}>
+                <td>
+                  <a href={href(['tenants', t.id])}>{t.name}</a>
+                </td>
+                <td class="mono small">{t.id}</td>
+                <td>
+                  <Time iso={t.created_at} />
+                </td>
+              </tr>
+            )}
+          />
         </section>
         <section class="card" aria-labelledby="tenant-create-title">
           <h2 id="tenant-create-title">New tenant</h2>
-          <form
-            onSubmit={(e) => {
-              e.preventDefault();
-              if (name.trim()) void create.run();
-            }}
-          >
+          <ActionForm action={create} ready={!!name.trim()} label="Create tenant" busyLabel="Creating…">
             <TextField id="tenant-name" label="Name" value={name} onInput={setName} required placeholder="Acme Inc." />
-            <ErrorAlert message={create.error} />
-            <button type="submit" class="btn btn-primary" disabled={create.busy || !name.trim()}>
-              {create.busy ? 'Creating…' : 'Create tenant'}
-            </button>
-          </form>
+          </ActionForm>
         </section>
       </div>
     </>

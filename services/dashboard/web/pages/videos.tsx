@@ -2,11 +2,12 @@ import { useMemo, useState } from 'preact/hooks';
 import type uPlot from 'uplot';
 import { api } from '../api.ts';
 import { bars, Chart, COLORS } from '../chart.tsx';
+import { DataTable, ResourceTable } from '../components/lists.tsx';
 import { formatDuration, formatNumber, formatPercent, formatRatio } from '../format.ts';
 import { useAction, useResource, useTitle } from '../hooks.ts';
 import { href, navigate, type Route } from '../router.ts';
 import type { Page, Retention, TopVisitor, Video, VideoStats } from '../types.ts';
-import { Empty, ErrorAlert, Loading, TextField, Time } from '../ui.tsx';
+import { ActionForm, Empty, ErrorAlert, Loading, TextField, Time } from '../ui.tsx';
 
 const videosPath = (tenantId: string) => `/tenants/${encodeURIComponent(tenantId)}/videos`;
 
@@ -33,51 +34,31 @@ export function VideosPage({ tenantId }: { tenantId: string }) {
       <div class="grid-2 grid-wide-left">
         <section class="card" aria-labelledby="videos-title">
           <h2 id="videos-title">Videos</h2>
-          <ErrorAlert message={list.error?.message} />
-          {!list.data && !list.error && <Loading />}
-          {list.data && list.data.data.length === 0 && <Empty>No videos yet.</Empty>}
-          {list.data && list.data.data.length > 0 && (
-            <table class="table" data-testid="videos-table">
-              <thead>
-                <tr>
-                  <th scope="col">Title</th>
-                  <th scope="col">Video id</th>
-                  <th scope="col">Duration</th>
-                  <th scope="col">Registered</th>
-                </tr>
-              </thead>
-              <tbody>
-                {list.data.data.map((v) => (
-                  <tr key={v.id} data-video-id={v.id}>
-                    <td>
-                      <a href={href(['tenants', tenantId, 'videos', v.id])}>{v.title}</a>
-                    </td>
-                    <td class="mono small">{v.id}</td>
-                    <td class="num">{formatDuration(v.duration_sec)}</td>
-                    <td>
-                      <Time iso={v.created_at} />
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          )}
+          <ResourceTable
+            res={list}
+            testId="videos-table"
+            columns={['Title', 'Video id', 'Duration', 'Registered']}
+            empty="No videos yet."
+            row={(v) => (
+              <tr key={v.id} data-video-id={v.id}>
+                <td>
+                  <a href={href(['tenants', tenantId, 'videos', v.id])}>{v.title}</a>
+                </td>
+                <td class="mono small">{v.id}</td>
+                <td class="num">{formatDuration(v.duration_sec)}</td>
+                <td>
+                  <Time iso={v.created_at} />
+                </td>
+              </tr>
+            )}
+          />
         </section>
         <section class="card" aria-labelledby="video-create-title">
           <h2 id="video-create-title">Register a video</h2>
-          <form
-            onSubmit={(e) => {
-              e.preventDefault();
-              if (valid) void create.run();
-            }}
-          >
+          <ActionForm action={create} ready={valid} label="Register video" busyLabel="Registering…">
             <TextField id="video-title" label="Title" value={title} onInput={setTitle} required placeholder="Product demo" />
             <TextField id="video-duration" label="Duration (seconds)" type="number" min={0} max={1000000} value={duration} onInput={setDuration} required placeholder="120" hint={valid ? formatDuration(seconds) : 'Whole seconds.'} />
-            <ErrorAlert message={create.error} />
-            <button type="submit" class="btn btn-primary" disabled={create.busy || !valid}>
-              {create.busy ? 'Registering…' : 'Register video'}
-            </button>
-          </form>
+          </ActionForm>
         </section>
       </div>
     </>
@@ -315,40 +296,27 @@ function Cta({ stats }: { stats: VideoStats }) {
 function TopVisitors({ visitors }: { visitors: TopVisitor[] }) {
   if (visitors.length === 0) return <Empty>No visitors yet.</Empty>;
   return (
-    <table class="table" data-testid="top-visitors-table">
-      <thead>
-        <tr>
-          <th scope="col">Visitor</th>
-          <th scope="col">Score</th>
-          <th scope="col">Watched</th>
-          <th scope="col">Focus</th>
-          <th scope="col">CTA clicks</th>
-          <th scope="col">Rewinds</th>
-          <th scope="col">Last event</th>
+    <DataTable testId="top-visitors-table" columns={['Visitor', 'Score', 'Watched', 'Focus', 'CTA clicks', 'Rewinds', 'Last event']}>
+      {visitors.map((v) => (
+        <tr key={v.visitor_id} data-visitor={v.visitor_id}>
+          <th scope="row" class="mono">
+            {v.visitor_id}
+          </th>
+          <td data-col="score">
+            <span class="score">
+              <meter min={0} max={100} low={40} high={70} optimum={100} value={v.score} aria-label={`Score of ${v.visitor_id}`} />
+              <strong>{v.score}</strong>
+            </span>
+          </td>
+          <td class="num" data-col="watched_percent">{formatRatio(v.factors.watched_percent)}</td>
+          <td class="num" data-col="focus_time_ratio">{formatRatio(v.factors.focus_time_ratio)}</td>
+          <td class="num" data-col="cta_clicks">{v.factors.cta_clicks}</td>
+          <td class="num" data-col="rewinds">{v.factors.rewinds}</td>
+          <td>
+            <Time iso={v.computed_at} />
+          </td>
         </tr>
-      </thead>
-      <tbody>
-        {visitors.map((v) => (
-          <tr key={v.visitor_id} data-visitor={v.visitor_id}>
-            <th scope="row" class="mono">
-              {v.visitor_id}
-            </th>
-            <td data-col="score">
-              <span class="score">
-                <meter min={0} max={100} low={40} high={70} optimum={100} value={v.score} aria-label={`Score of ${v.visitor_id}`} />
-                <strong>{v.score}</strong>
-              </span>
-            </td>
-            <td class="num" data-col="watched_percent">{formatRatio(v.factors.watched_percent)}</td>
-            <td class="num" data-col="focus_time_ratio">{formatRatio(v.factors.focus_time_ratio)}</td>
-            <td class="num" data-col="cta_clicks">{v.factors.cta_clicks}</td>
-            <td class="num" data-col="rewinds">{v.factors.rewinds}</td>
-            <td>
-              <Time iso={v.computed_at} />
-            </td>
-          </tr>
-        ))}
-      </tbody>
-    </table>
+      ))}
+    </DataTable>
   );
 }
