@@ -11,7 +11,6 @@
  * BENCH_QUICK=1 shrinks every phase (for checking the harness, not for figures).
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { version as chdbVersion } from 'chdb';
@@ -22,6 +21,7 @@ import { createLogger } from '../shared/logger.ts';
 import { CONCURRENT_TX, setupTenant, type BenchContext } from './context.ts';
 import { fmtCores } from './cpu.ts';
 import { benchFreshness, type FreshnessResult } from './freshness.ts';
+import { runBench, startBenchRun } from './harness.ts';
 import { HttpClient } from './http-client.ts';
 import { benchIntake, INTAKE_MODES, MODE_LABEL, type IntakeResult } from './intake.ts';
 import { benchProjector, type ProjectorResult } from './projector.ts';
@@ -60,28 +60,7 @@ const loadNote = (phase: string) => `(1-min load average at the start of this ph
 const TUNABLE = ['INGEST_LINGER_MS', 'INGEST_PRODUCE_TIMEOUT_MS', 'PROJECTOR_FLUSH_MS', 'PROJECTOR_MAX_ROWS', 'KAFKA_TOPIC_PARTITIONS'];
 
 async function main(): Promise<void> {
-  const tmp = mkdtempSync(join(os.tmpdir(), 'va-bench-'));
-  const runId = randomBytes(4).toString('hex');
-  // BENCH_KEEP_TMP=1 keeps the stacks' logs and data for a post-mortem.
-  const cleanups: (() => Promise<void>)[] = [
-    async () => {
-      if (process.env.BENCH_KEEP_TMP === '1') progress(`kept ${tmp}`);
-      else rmSync(tmp, { recursive: true, force: true });
-    },
-  ];
-  let cleaning: Promise<void> | undefined;
-  const cleanup = () =>
-    (cleaning ??= (async () => {
-      for (const c of cleanups.reverse()) await c().catch((err: unknown) => progress(`cleanup: ${String(err)}`));
-    })());
-  const abort = (why: string, code: number) => {
-    progress(why);
-    void cleanup().finally(() => process.exit(code));
-  };
-  process.once('SIGINT', () => abort('interrupted, cleaning up', 130));
-  process.once('SIGTERM', () => abort('terminated, cleaning up', 143));
-  const watchdog = setTimeout(() => abort(`run exceeded ${PLAN.maxRunMs / 60000} min, aborting`, 1), PLAN.maxRunMs);
-  watchdog.unref();
+  const { tmp, runId, cleanups, cleanup } = startBenchRun({ tmpPrefix: 'va-bench-', maxRunMs: PLAN.maxRunMs, progress });
 
   try {
     const tuned = Object.fromEntries(TUNABLE.filter((k) => process.env[k]).map((k) => [k, process.env[k]!]));
@@ -360,10 +339,4 @@ function report(intake: IntakeResult, projector: ProjectorResult, f: FreshnessRe
   out(`page 2 through the API's own next_cursor: ${reads.secondPage}`);
 }
 
-main().then(
-  () => process.exit(0),
-  (err: unknown) => {
-    process.stderr.write(`bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-    process.exit(1);
-  },
-);
+runBench(main);

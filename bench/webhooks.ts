@@ -25,7 +25,6 @@
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { Partitioners } from 'kafkajs';
@@ -37,6 +36,7 @@ import { createLogger } from '../shared/logger.ts';
 import { startHttpsReceiver, type HttpsReceiver, type ReceivedRequest } from '../test/helpers/https-receiver.ts';
 import { setupTenant } from './context.ts';
 import { CpuMeter, fmtCores } from './cpu.ts';
+import { runBench, startBenchRun } from './harness.ts';
 import { HttpClient } from './http-client.ts';
 import { fmtInt, fmtMs, fmtRatio, median, quantile, table } from './stats.ts';
 import type { RawRunRequest, RawRunResult } from './webhooks-raw.ts';
@@ -254,27 +254,7 @@ interface LatencyResult {
 }
 
 async function main(): Promise<void> {
-  const tmp = mkdtempSync(join(os.tmpdir(), 'va-bench-webhooks-'));
-  const runId = randomBytes(4).toString('hex');
-  const cleanups: (() => Promise<void>)[] = [
-    async () => {
-      if (process.env.BENCH_KEEP_TMP === '1') progress(`kept ${tmp}`);
-      else rmSync(tmp, { recursive: true, force: true });
-    },
-  ];
-  let cleaning: Promise<void> | undefined;
-  const cleanup = () =>
-    (cleaning ??= (async () => {
-      for (const c of cleanups.reverse()) await c().catch((err: unknown) => progress(`cleanup: ${String(err)}`));
-    })());
-  const abort = (why: string, code: number) => {
-    progress(why);
-    void cleanup().finally(() => process.exit(code));
-  };
-  process.once('SIGINT', () => abort('interrupted, cleaning up', 130));
-  process.once('SIGTERM', () => abort('terminated, cleaning up', 143));
-  const watchdog = setTimeout(() => abort(`run exceeded ${PLAN.maxRunMs / 60000} min, aborting`, 1), PLAN.maxRunMs);
-  watchdog.unref();
+  const { tmp, runId, cleanups, cleanup } = startBenchRun({ tmpPrefix: 'va-bench-webhooks-', maxRunMs: PLAN.maxRunMs, progress });
 
   try {
     const tuned = Object.fromEntries(TUNABLE.filter((k) => process.env[k]).map((k) => [k, process.env[k]!]));
@@ -833,10 +813,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().then(
-  () => process.exit(0),
-  (err: unknown) => {
-    process.stderr.write(`bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-    process.exit(1);
-  },
-);
+runBench(main);
