@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
+import { startLocalBroker, type LocalBroker } from '../infra/kafka/local-broker.ts';
 
 /** What a bench run sets up first, shared by `npm run bench` and `npm run bench:webhooks`. */
 export interface BenchRun {
@@ -53,4 +54,21 @@ export function runBench(main: () => Promise<void>): void {
       process.exit(1);
     },
   );
+}
+
+/**
+ * The brokers of KAFKA_BROKERS (`external`, comma-separated) or else a fresh
+ * local broker with its data in the run's temp dir, stopped by its cleanup.
+ */
+export async function benchBrokers(
+  run: Pick<BenchRun, 'tmp' | 'cleanups'>,
+  external: string | undefined,
+  partitions: number,
+  progress: (msg: string) => void,
+): Promise<{ brokers: string[]; brokerPid: number | undefined }> {
+  if (external) return { brokers: external.split(',').map((b) => b.trim()), brokerPid: undefined };
+  progress('starting a local Kafka broker');
+  const broker: LocalBroker = await startLocalBroker({ dataDir: join(run.tmp, 'kafka'), partitions, log: progress });
+  run.cleanups.push(() => broker.stop());
+  return { brokers: broker.brokers, brokerPid: broker.pid };
 }

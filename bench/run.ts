@@ -14,14 +14,14 @@ import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import { join } from 'node:path';
 import { version as chdbVersion } from 'chdb';
-import { KAFKA_VERSION, startLocalBroker, type LocalBroker } from '../infra/kafka/local-broker.ts';
+import { KAFKA_VERSION } from '../infra/kafka/local-broker.ts';
 import { ConfigSchema, SERVICE_NAMES, loadConfig } from '../shared/config.ts';
 import { createKafka } from '../shared/kafka/kafka.ts';
 import { createLogger } from '../shared/logger.ts';
 import { CONCURRENT_TX, setupTenant, type BenchContext } from './context.ts';
 import { fmtCores } from './cpu.ts';
 import { benchFreshness, type FreshnessResult } from './freshness.ts';
-import { runBench, startBenchRun } from './harness.ts';
+import { benchBrokers, runBench, startBenchRun } from './harness.ts';
 import { HttpClient } from './http-client.ts';
 import { benchIntake, INTAKE_MODES, MODE_LABEL, type IntakeResult } from './intake.ts';
 import { benchProjector, type ProjectorResult } from './projector.ts';
@@ -83,17 +83,7 @@ async function main(): Promise<void> {
     out(`load        ${PLAN.concurrency} concurrent keep-alive HTTP clients (node:http), batches of ${PLAN.batch} events; generator in this process, stack in a child process`);
     out();
 
-    let brokers: string[];
-    let brokerPid: number | undefined;
-    if (external) {
-      brokers = external.split(',').map((b) => b.trim());
-    } else {
-      progress('starting a local Kafka broker');
-      const broker: LocalBroker = await startLocalBroker({ dataDir: join(tmp, 'kafka'), partitions: settings.KAFKA_TOPIC_PARTITIONS, log: progress });
-      cleanups.push(() => broker.stop());
-      brokers = broker.brokers;
-      brokerPid = broker.pid;
-    }
+    const { brokers, brokerPid } = await benchBrokers({ tmp, cleanups }, external, settings.KAFKA_TOPIC_PARTITIONS, progress);
     // NOTE: kafkajs logs every retried CONCURRENT_TRANSACTIONS as an error;
     // they are counted for the report instead of flooding it.
     let concurrentTx = 0;

@@ -28,7 +28,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import os from 'node:os';
 import { join } from 'node:path';
 import { Partitioners } from 'kafkajs';
-import { KAFKA_VERSION, startLocalBroker, type LocalBroker } from '../infra/kafka/local-broker.ts';
+import { KAFKA_VERSION } from '../infra/kafka/local-broker.ts';
 import { ConfigSchema, loadConfig } from '../shared/config.ts';
 import { createKafka } from '../shared/kafka/kafka.ts';
 import { topicNames } from '../shared/kafka/topics.ts';
@@ -36,7 +36,7 @@ import { createLogger } from '../shared/logger.ts';
 import { startHttpsReceiver, type HttpsReceiver, type ReceivedRequest } from '../test/helpers/https-receiver.ts';
 import { setupTenant } from './context.ts';
 import { CpuMeter, fmtCores } from './cpu.ts';
-import { runBench, startBenchRun } from './harness.ts';
+import { benchBrokers, runBench, startBenchRun } from './harness.ts';
 import { HttpClient } from './http-client.ts';
 import { fmtInt, fmtMs, fmtRatio, median, quantile, table } from './stats.ts';
 import type { RawRunRequest, RawRunResult } from './webhooks-raw.ts';
@@ -301,17 +301,7 @@ async function main(): Promise<void> {
     cleanups.push(async () => clearInterval(trimmer));
 
     // --- broker ----------------------------------------------------------------
-    let brokers: string[];
-    let brokerPid: number | undefined;
-    if (external) {
-      brokers = external.split(',').map((b) => b.trim());
-    } else {
-      progress('starting a local Kafka broker');
-      const broker: LocalBroker = await startLocalBroker({ dataDir: join(tmp, 'kafka'), partitions: settings.KAFKA_TOPIC_PARTITIONS, log: progress });
-      cleanups.push(() => broker.stop());
-      brokers = broker.brokers;
-      brokerPid = broker.pid;
-    }
+    const { brokers, brokerPid } = await benchBrokers({ tmp, cleanups }, external, settings.KAFKA_TOPIC_PARTITIONS, progress);
     const prefix = `bench-wh-${runId}.`;
     const topics = topicNames(prefix);
     const log = createLogger({ level: 'error', service: 'bench-webhooks', destination: { write: (line: string) => process.stderr.write(line) } });
