@@ -115,7 +115,15 @@ export async function benchProjector(ctx: BenchContext, opts: { events: number; 
       const { startedAt, readyAt } = worker.ready;
       const first = watch.timeline.find(([, c]) => c > 0)!;
       const http = new HttpClient(worker.ready.url, 1);
-      const text = (await http.request('GET', '/metrics')).body;
+      // NOTE: the batch-size sample is recorded just after the insert that
+      // made the rows visible; wait until the last insert's sample is in.
+      let text = '';
+      for (let i = 0; i < 50; i++) {
+        text = (await http.request('GET', '/metrics')).body;
+        const sampled = promSample(text, 'projector_batch_size_count');
+        if (sampled > 0 && promSample(text, 'projector_batch_size_sum') >= opts.events) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
       http.close();
       const batches = promSample(text, 'projector_batch_size_count');
       const meanBatch = promSample(text, 'projector_batch_size_sum') / batches;
