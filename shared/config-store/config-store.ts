@@ -28,6 +28,8 @@ export class ConfigStore {
   readonly destinations = new Map<string, DestinationRecord>();
   readonly #tenantByPlayerKey = new Map<string, TenantRecord>();
   readonly #keyByHash = new Map<string, ApiKeyRecord>();
+  readonly #videosByTenant = new Map<string, Map<string, VideoRecord>>();
+  readonly #destinationsByTenant = new Map<string, Map<string, DestinationRecord>>();
   readonly #applied = new Map<ConfigKind, bigint>();
   readonly #waiters = new Set<{ kind: ConfigKind; offset: bigint; resolve: () => void }>();
   readonly #consumer: Consumer;
@@ -99,12 +101,25 @@ export class ConfigStore {
     return this.#keyByHash.get(hash);
   }
 
+  /** The tenant's destinations (the fan-out asks for every event, so this is an index read). */
   destinationsOf(tenantId: string): DestinationRecord[] {
-    return [...this.destinations.values()].filter((d) => d.tenant_id === tenantId);
+    return [...(this.#destinationsByTenant.get(tenantId)?.values() ?? [])];
   }
 
   videosOf(tenantId: string): VideoRecord[] {
-    return [...this.videos.values()].filter((v) => v.tenant_id === tenantId);
+    return [...(this.#videosByTenant.get(tenantId)?.values() ?? [])];
+  }
+
+  /** Puts or removes `id` in `all` and in its tenant's entry of `byTenant`. */
+  #index<T extends { tenant_id: string }>(all: Map<string, T>, byTenant: Map<string, Map<string, T>>, id: string, value: T | null): void {
+    const old = all.get(id);
+    if (old) byTenant.get(old.tenant_id)?.delete(id);
+    if (value) {
+      all.set(id, value);
+      let own = byTenant.get(value.tenant_id);
+      if (!own) byTenant.set(value.tenant_id, (own = new Map()));
+      own.set(id, value);
+    } else all.delete(id);
   }
 
   #apply(kind: ConfigKind, message: KafkaMessage): void {
@@ -133,8 +148,7 @@ export class ConfigStore {
           break;
         }
         case 'videos':
-          if (value) this.videos.set(id, value as VideoRecord);
-          else this.videos.delete(id);
+          this.#index(this.videos, this.#videosByTenant, id, value as VideoRecord | null);
           break;
         case 'apiKeyUsage':
           if (value) {
@@ -143,8 +157,7 @@ export class ConfigStore {
           } else this.usage.delete(id);
           break;
         case 'destinations':
-          if (value) this.destinations.set(id, value as DestinationRecord);
-          else this.destinations.delete(id);
+          this.#index(this.destinations, this.#destinationsByTenant, id, value as DestinationRecord | null);
           break;
         default: {
           const unreachable: never = kind;
