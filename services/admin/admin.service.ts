@@ -5,6 +5,7 @@ import { z } from 'zod';
 import type { ApiKeyRecord, TenantRecord, VideoRecord } from '../../schemas/records.ts';
 import type { ConfigStore, ConfigWriter } from '../../shared/config-store/config-store.ts';
 import type { App } from '../../shared/http/app.ts';
+import { Problem, isoTime, isoTimeOrNull } from '../../shared/http/schemas.ts';
 import { ApiError } from '../../shared/http/errors.ts';
 import { hashApiKey, keyPrefix, newApiKey, newId, newPlayerKey, parseVideoId, toVideoId } from '../../shared/ids.ts';
 import { registerWebhookAdmin, type WebhookAdminDeps } from './webhooks.routes.ts';
@@ -17,14 +18,12 @@ export interface AdminDeps {
   writer: ConfigWriter;
   adminToken: string;
   /** Destinations, delivery log, reprocessing, security events. */
-  webhooks: Omit<WebhookAdminDeps, 'app' | 'store' | 'writer' | 'authenticate' | 'now'>;
+  webhooks: Omit<WebhookAdminDeps, 'app' | 'store' | 'writer' | 'authenticate' | 'tenantOr404' | 'now'>;
   analytics: AnalyticsRepository;
   now?: () => number;
 }
 
-const Problem = z.object({}).passthrough().meta({ description: 'application/problem+json' });
 const errors = { 401: Problem, 404: Problem, 422: Problem };
-const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
 const Name = z.string().trim().min(1).max(200);
 const TenantParams = z.object({ tenant_id: z.uuid() });
@@ -73,16 +72,16 @@ export function startAdmin(deps: AdminDeps): { stop(): Promise<void> } {
     if (!t) throw new ApiError('not_found', 'no such tenant');
     return t;
   };
-  const tenantView = (t: TenantRecord) => ({ id: t.id, name: t.name, player_key: t.player_key, created_at: iso(t.created_at)! });
+  const tenantView = (t: TenantRecord) => ({ id: t.id, name: t.name, player_key: t.player_key, created_at: isoTime(t.created_at) });
   const keyView = (k: ApiKeyRecord) => ({
     id: k.id,
     name: k.name,
     prefix: k.prefix,
-    created_at: iso(k.created_at)!,
-    last_used_at: iso(deps.store.usage.get(k.id) ?? null),
-    revoked_at: iso(k.revoked_at),
+    created_at: isoTime(k.created_at),
+    last_used_at: isoTimeOrNull(deps.store.usage.get(k.id) ?? null),
+    revoked_at: isoTimeOrNull(k.revoked_at),
   });
-  const videoView = (v: VideoRecord) => ({ id: toVideoId(v.id), title: v.title, duration_sec: v.duration_sec, created_at: iso(v.created_at)! });
+  const videoView = (v: VideoRecord) => ({ id: toVideoId(v.id), title: v.title, duration_sec: v.duration_sec, created_at: isoTime(v.created_at) });
   const route = (summary: string) => ({ tags: ['management'], summary, security: [{ adminToken: [] }] });
 
   app.post(
@@ -129,7 +128,7 @@ export function startAdmin(deps: AdminDeps): { stop(): Promise<void> } {
         revoked_at: null,
       };
       await deps.writer.put('apiKeys', record.id, record);
-      return reply.code(201).send({ id: record.id, name: record.name, key, prefix: record.prefix, created_at: iso(record.created_at)! });
+      return reply.code(201).send({ id: record.id, name: record.name, key, prefix: record.prefix, created_at: isoTime(record.created_at) });
     },
   );
 
@@ -202,7 +201,7 @@ export function startAdmin(deps: AdminDeps): { stop(): Promise<void> } {
     analytics: deps.analytics,
   });
 
-  registerWebhookAdmin({ ...deps.webhooks, app: deps.app, store: deps.store, writer: deps.writer, authenticate, now: deps.now });
+  registerWebhookAdmin({ ...deps.webhooks, app: deps.app, store: deps.store, writer: deps.writer, authenticate, tenantOr404, now: deps.now });
 
   return { async stop() {} };
 }

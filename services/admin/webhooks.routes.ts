@@ -3,13 +3,14 @@ import type { FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { Message, Producer } from 'kafkajs';
 import { z } from 'zod';
-import type { DeliveryRecord, DestinationRecord } from '../../schemas/records.ts';
+import type { DeliveryRecord, DestinationRecord, TenantRecord } from '../../schemas/records.ts';
 import type { SchemaRegistry } from '../../schemas/registry.ts';
 import type { ConfigStore, ConfigWriter } from '../../shared/config-store/config-store.ts';
 import { cursorCodec } from '../../shared/cursor.ts';
 import { readCursor } from '../../shared/http/cursor-param.ts';
 import { WEBHOOK_EVENT_NAMES } from '../../shared/event-names.ts';
 import type { App } from '../../shared/http/app.ts';
+import { Problem, isoTime, isoTimeOrNull } from '../../shared/http/schemas.ts';
 import { ApiError } from '../../shared/http/errors.ts';
 import { newId } from '../../shared/ids.ts';
 import type { Topics } from '../../shared/kafka/topics.ts';
@@ -28,12 +29,12 @@ export interface WebhookAdminDeps {
   log: DeliveryLogRepository;
   cursorSecret: string;
   authenticate: (req: FastifyRequest) => Promise<void>;
+  /** The tenant of a path, or 404. */
+  tenantOr404: (id: string) => TenantRecord;
   now?: () => number;
 }
 
-const Problem = z.object({}).passthrough().meta({ description: 'application/problem+json' });
 const errors = { 401: Problem, 404: Problem, 409: Problem, 422: Problem };
-const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
 const EventNames = z
   .array(z.enum(WEBHOOK_EVENT_NAMES as [string, ...string[]], { error: () => `unknown event name; expected one of ${WEBHOOK_EVENT_NAMES.join(', ')}` }))
@@ -139,11 +140,7 @@ export function registerWebhookAdmin(deps: WebhookAdminDeps): void {
   });
   const pre = { preValidation: deps.authenticate };
 
-  const tenantOr404 = (id: string) => {
-    const t = deps.store.tenants.get(id);
-    if (!t) throw new ApiError('not_found', 'no such tenant');
-    return t;
-  };
+  const { tenantOr404 } = deps;
   const destinationOr404 = (tenantId: string, id: string): DestinationRecord => {
     tenantOr404(tenantId);
     const d = deps.store.destinations.get(id);
@@ -157,8 +154,8 @@ export function registerWebhookAdmin(deps: WebhookAdminDeps): void {
     url: d.url,
     events: d.events,
     secret_masked: d.secret_hint,
-    created_at: iso(d.created_at)!,
-    updated_at: iso(d.updated_at)!,
+    created_at: isoTime(d.created_at),
+    updated_at: isoTime(d.updated_at),
   });
   const withSecret = (d: DestinationRecord, secret: string): DestinationRecord => ({
     ...d,
@@ -381,7 +378,7 @@ export function registerWebhookAdmin(deps: WebhookAdminDeps): void {
       const page = rows.slice(0, q.limit);
       const last = page.at(-1);
       return {
-        data: page.map(({ attempts, ...r }) => ({ ...r, attempt_count: attempts, next_attempt_at: iso(r.next_attempt_at), created_at: iso(r.created_at)! })),
+        data: page.map(({ attempts, ...r }) => ({ ...r, attempt_count: attempts, next_attempt_at: isoTimeOrNull(r.next_attempt_at), created_at: isoTime(r.created_at) })),
         next_cursor: rows.length > q.limit && last ? deliveryCursor.encode([tenant.id, filter, last.created_at, last.id]) : null,
       };
     },
@@ -410,16 +407,16 @@ export function registerWebhookAdmin(deps: WebhookAdminDeps): void {
         event_name: found.event_name,
         status: latest.state as z.infer<typeof DeliveryStatus>,
         attempt_count: attempts.length === 0 ? 0 : Math.max(...attempts.map((a) => a.attempt)),
-        next_attempt_at: latest.state === 'retrying' ? iso(latest.next_attempt_at) : null,
-        created_at: iso(found.created_at)!,
+        next_attempt_at: latest.state === 'retrying' ? isoTimeOrNull(latest.next_attempt_at) : null,
+        created_at: isoTime(found.created_at),
         attempts: attempts.map((a) => ({
           attempt: a.attempt,
-          started_at: iso(a.started_at),
+          started_at: isoTimeOrNull(a.started_at),
           duration_ms: a.duration_ms,
           status_code: a.status_code,
           error_class: a.error_class,
           outcome: a.state as 'retrying' | 'succeeded' | 'failed',
-          next_attempt_at: iso(a.next_attempt_at),
+          next_attempt_at: isoTimeOrNull(a.next_attempt_at),
         })),
       };
     },
@@ -479,7 +476,7 @@ export function registerWebhookAdmin(deps: WebhookAdminDeps): void {
       const page = rows.slice(0, req.query.limit);
       const last = page.at(-1);
       return {
-        data: page.map((e) => ({ id: e.id, kind: e.kind, tenant_id: e.tenant_id, endpoint_id: e.endpoint_id, host: e.host, event_name: e.event_name, occurred_at: iso(e.occurred_at)! })),
+        data: page.map((e) => ({ id: e.id, kind: e.kind, tenant_id: e.tenant_id, endpoint_id: e.endpoint_id, host: e.host, event_name: e.event_name, occurred_at: isoTime(e.occurred_at) })),
         next_cursor: rows.length > req.query.limit && last ? securityCursor.encode([tenant.id, last.occurred_at, last.id]) : null,
       };
     },

@@ -3,10 +3,10 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { VideoRecord } from '../../schemas/records.ts';
 import type { App } from '../../shared/http/app.ts';
+import { Problem, isoTime } from '../../shared/http/schemas.ts';
 import { toVideoId } from '../../shared/ids.ts';
 import type { AnalyticsRepository } from './analytics.repository.ts';
 
-const Problem = z.object({}).passthrough().meta({ description: 'application/problem+json' });
 const errors = { 401: Problem, 403: Problem, 404: Problem, 422: Problem, 429: Problem };
 
 const Stats = z
@@ -64,8 +64,7 @@ export function registerAnalyticsRoutes(
   },
 ): void {
   const r = app.withTypeProvider<ZodTypeProvider>();
-  const iso = (ms: number) => new Date(ms).toISOString();
-  const common = { tags: opts.tags, security: opts.security, params: opts.params };
+    const common = { tags: opts.tags, security: opts.security, params: opts.params };
 
   r.get(
     `${opts.base}/stats`,
@@ -116,7 +115,7 @@ export function registerAnalyticsRoutes(
     async (req) => {
       const video = opts.videoOf(req);
       const top = await opts.analytics.topVisitors(video.tenant_id, video.id, req.query.limit);
-      return { data: top.map((v) => ({ ...v, computed_at: iso(v.computed_at) })) };
+      return { data: top.map((v) => ({ ...v, computed_at: isoTime(v.computed_at) })) };
     },
   );
 }

@@ -6,6 +6,7 @@ import { cursorCodec } from '../../shared/cursor.ts';
 import { readCursor } from '../../shared/http/cursor-param.ts';
 import { shortName } from '../../shared/event-names.ts';
 import type { App } from '../../shared/http/app.ts';
+import { Problem, isoTime } from '../../shared/http/schemas.ts';
 import { ApiError } from '../../shared/http/errors.ts';
 import { isUuid, parseVideoId, toVideoId } from '../../shared/ids.ts';
 import { SCORE_VERSION, factorsFrom, scoreV1 } from '../../shared/score.ts';
@@ -23,9 +24,7 @@ export interface ApiDeps {
   apiKeyAuth: (req: FastifyRequest, reply: FastifyReply) => Promise<void>;
 }
 
-const Problem = z.object({}).passthrough().meta({ description: 'application/problem+json' });
 const errors = { 401: Problem, 403: Problem, 404: Problem, 422: Problem, 429: Problem };
-const iso = (ms: number) => new Date(ms).toISOString();
 
 /** The read API of spec 4.1–4.3 under /v1, API-key auth, tenant-scoped. */
 export function startApi(deps: ApiDeps): { stop(): Promise<void> } {
@@ -68,7 +67,7 @@ export function startApi(deps: ApiDeps): { stop(): Promise<void> } {
       const items = sorted.slice(0, limit);
       const last = items.at(-1);
       return {
-        data: items.map((v) => ({ id: toVideoId(v.id), title: v.title, duration_sec: v.duration_sec, created_at: iso(v.created_at) })),
+        data: items.map((v) => ({ id: toVideoId(v.id), title: v.title, duration_sec: v.duration_sec, created_at: isoTime(v.created_at) })),
         next_cursor: sorted.length > limit && last ? videoCursor.encode([tenantId, last.created_at, last.id]) : null,
       };
     },
@@ -103,7 +102,7 @@ export function startApi(deps: ApiDeps): { stop(): Promise<void> } {
       const items = rows.slice(0, limit);
       const last = items.at(-1);
       return {
-        data: items.map((r) => ({ event: shortName(r.event_name), visitor_id: r.visitor_id, timestamp: iso(r.ts) })),
+        data: items.map((r) => ({ event: shortName(r.event_name), visitor_id: r.visitor_id, timestamp: isoTime(r.ts) })),
         next_cursor: rows.length > limit && last ? eventCursor.encode([video.id, last.ts, last.event_id]) : null,
       };
     },
@@ -133,7 +132,7 @@ export function startApi(deps: ApiDeps): { stop(): Promise<void> } {
         throw new ApiError('not_found', 'no events for this visitor');
       }
       const factors = factorsFrom(mine);
-      return { visitor_id: visitorId, score: scoreV1(factors), factors, computed_at: iso(mine.last_ts), score_version: SCORE_VERSION };
+      return { visitor_id: visitorId, score: scoreV1(factors), factors, computed_at: isoTime(mine.last_ts), score_version: SCORE_VERSION };
     },
   );
 

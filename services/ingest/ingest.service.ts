@@ -6,6 +6,7 @@ import type { PlayerEventRecord } from '../../schemas/records.ts';
 import type { SchemaRegistry } from '../../schemas/registry.ts';
 import type { ConfigStore } from '../../shared/config-store/config-store.ts';
 import { ApiError } from '../../shared/http/errors.ts';
+import { Problem } from '../../shared/http/schemas.ts';
 import type { App } from '../../shared/http/app.ts';
 import { newId, parseVideoId } from '../../shared/ids.ts';
 import { KafkaUnavailableError, type GroupCommitProducer } from '../../shared/kafka/group-commit-producer.ts';
@@ -33,7 +34,6 @@ export interface IngestDeps {
   now?: () => number;
 }
 
-const Problem = z.object({}).passthrough().meta({ description: 'application/problem+json' });
 
 declare module 'fastify' {
   interface FastifyRequest {
