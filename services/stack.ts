@@ -14,6 +14,7 @@ import { createKafka, waitForCoordinator } from '../shared/kafka/kafka.ts';
 import { ensureTopics, topicDefinitions, topicNames } from '../shared/kafka/topics.ts';
 import type { Logger } from '../shared/logger.ts';
 import { createMetrics } from '../shared/metrics.ts';
+import { withTimeout } from '../shared/timeout.ts';
 import { startLocalBroker, type LocalBroker } from '../infra/kafka/local-broker.ts';
 import { startAdmin } from './admin/admin.service.ts';
 import { EventsRepository } from './api/events.repository.ts';
@@ -245,14 +246,4 @@ function persistentSecret(path: string, prefix: string): string {
   const secret = `${prefix}${randomBytes(32).toString('base64url')}`;
   writeFileSync(path, `${secret}\n`, { mode: 0o600, flag: 'wx' });
   return secret;
-}
-
-function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    p,
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
 }

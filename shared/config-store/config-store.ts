@@ -4,6 +4,7 @@ import type { SchemaRegistry, Subject } from '../../schemas/registry.ts';
 import type { ApiKeyRecord, ApiKeyUsageRecord, DestinationRecord, TenantRecord, VideoRecord } from '../../schemas/records.ts';
 import { CONFIG_KINDS, type ConfigKind, type Topics } from '../kafka/topics.ts';
 import { retryStartup } from '../kafka/kafka.ts';
+import { withTimeout } from '../timeout.ts';
 import type { Logger } from '../logger.ts';
 
 const SUBJECT_OF: Record<ConfigKind, Subject> = {
@@ -72,13 +73,7 @@ export class ConfigStore {
     const caughtUp = ends.flatMap(([kind, parts]) =>
       parts.filter((p) => BigInt(p.high) > 0n).map((p) => this.waitFor(kind, BigInt(p.high) - 1n)),
     );
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      Promise.all(caughtUp),
-      new Promise((_, reject) => {
-        timer = setTimeout(() => reject(new Error('config topics not read to their end in time')), timeoutMs);
-      }),
-    ]).finally(() => clearTimeout(timer));
+    await withTimeout(Promise.all(caughtUp), timeoutMs, 'config topics not read to their end in time');
     this.#log.info({ tenants: this.tenants.size, api_keys: this.apiKeys.size, videos: this.videos.size }, 'config_loaded');
   }
 

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Partitioners, type Kafka, type Message, type Producer } from 'kafkajs';
 import type { Logger } from '../logger.ts';
+import { withTimeout } from '../timeout.ts';
 
 /** Kafka did not take the records; none of them will be seen by consumers. */
 export class KafkaUnavailableError extends Error {
@@ -120,16 +121,14 @@ export class GroupCommitProducer {
   async #commitGroup(group: Pending[], lane: Lane): Promise<void> {
     const started = performance.now();
     const count = group.reduce((n, p) => n + p.messages.length, 0);
-    let timer: NodeJS.Timeout | undefined;
     try {
       const attempt = this.#transact(group, lane);
-      // The outcome is unknown past the timeout; the transaction is aborted
-      // below so that a 503 means "not accepted" whenever Kafka can be told.
-      const timeout = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`no acknowledgement within ${this.#opts.timeoutMs} ms`)), this.#opts.timeoutMs);
-      });
       attempt.catch(() => undefined);
-      await Promise.race([attempt, timeout]);
+      // NOTE: past the timeout the outcome is unknown. The lane's producer is
+      // replaced below and the uncommitted transaction is aborted by the
+      // broker at its transaction timeout, so a 503 means "not accepted"
+      // unless the commit was already on its way (docs/architecture.md).
+      await withTimeout(attempt, this.#opts.timeoutMs, `no acknowledgement within ${this.#opts.timeoutMs} ms`);
       this.#opts.onCommit?.(count, performance.now() - started);
       for (const p of group) p.resolve();
     } catch (err) {
@@ -138,8 +137,6 @@ export class GroupCommitProducer {
       const failure = new KafkaUnavailableError(`Kafka did not acknowledge the events: ${cause}`);
       for (const p of group) p.reject(failure);
       await this.#reset(lane);
-    } finally {
-      clearTimeout(timer);
     }
   }
 
