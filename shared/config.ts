@@ -48,6 +48,8 @@ export const ConfigSchema = z.object({
   WEBHOOK_TIMEOUT_MS: intFrom(10000, 1),
   WEBHOOK_CA_FILE: optionalString,
   WEBHOOK_ALLOWED_CIDRS: z.string().default(''),
+  WEBHOOK_DNS_TIMEOUT_MS: intFrom(5000, 1),
+  WEBHOOK_DNS_MAX_CONCURRENT: intFrom(16, 1),
   SECRETS_KEY: optionalString.pipe(
     z
       .string()
@@ -57,6 +59,9 @@ export const ConfigSchema = z.object({
   FANOUT_MAX_IN_FLIGHT: intFrom(256, 1),
   FANOUT_PER_DESTINATION_CONCURRENCY: intFrom(8, 1),
   FANOUT_PER_DESTINATION_QUEUE: intFrom(1000, 1),
+  MAX_DESTINATIONS_PER_TENANT: intFrom(500, 1),
+  CONSUMER_STALL_TIMEOUT_MS: intFrom(60000, 1000),
+  PRODUCER_FAILURES_UNHEALTHY: intFrom(5, 1),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 

@@ -15,6 +15,7 @@ export const TOPIC_BASE = {
   webhooksFailed: 'webhooks.failed.v1',
   webhookAttempts: 'webhooks.attempts.v1',
   securityEvents: 'security.events.v1',
+  deadLetters: 'dead-letters.v1',
 } as const;
 
 /** The retry tiers in order: attempt n+1 after a failed attempt n waits on RETRY_TIERS[n-1]. */
@@ -74,7 +75,7 @@ export function topicDefinitions(topics: Topics, partitions: number): ITopicConf
       replicationFactor: -1,
       configEntries: [{ name: 'retention.ms', value: String(7 * 24 * 3600 * 1000) }],
     })),
-    ...(['webhooksFailed', 'webhookAttempts', 'securityEvents'] as const).map((k) => ({
+    ...(['webhooksFailed', 'webhookAttempts', 'securityEvents', 'deadLetters'] as const).map((k) => ({
       topic: topics[k],
       numPartitions: partitions,
       replicationFactor: -1,
