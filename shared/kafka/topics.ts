@@ -75,12 +75,23 @@ export function topicDefinitions(topics: Topics, partitions: number): ITopicConf
       replicationFactor: -1,
       configEntries: [{ name: 'retention.ms', value: String(7 * 24 * 3600 * 1000) }],
     })),
-    ...(['webhooksFailed', 'webhookAttempts', 'securityEvents', 'deadLetters'] as const).map((k) => ({
+    ...(['webhooksFailed', 'webhookAttempts', 'securityEvents'] as const).map((k) => ({
       topic: topics[k],
       numPartitions: partitions,
       replicationFactor: -1,
       configEntries: [{ name: 'retention.ms', value: '-1' }],
     })),
+    {
+      // Records no consumer could read, with their original bytes: room for
+      // the largest record any source topic accepts, plus the dlq-* headers.
+      topic: topics.deadLetters,
+      numPartitions: 1,
+      replicationFactor: -1,
+      configEntries: [
+        { name: 'retention.ms', value: '-1' },
+        { name: 'max.message.bytes', value: String(9 * 1024 * 1024) },
+      ],
+    },
   ];
 }
 
