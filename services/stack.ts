@@ -11,6 +11,9 @@ import { apiKeyAuth } from '../shared/http/api-key-auth.ts';
 import { FixedWindowRateLimiter } from '../shared/http/rate-limit.ts';
 import { GroupCommitProducer } from '../shared/kafka/group-commit-producer.ts';
 import { createKafka, waitForCoordinator } from '../shared/kafka/kafka.ts';
+import { CoalescingSender } from '../shared/kafka/coalescing-sender.ts';
+import { DeadLetterSink } from '../shared/kafka/dead-letters.ts';
+import { LagMonitor } from '../shared/kafka/lag-monitor.ts';
 import { ensureTopics, topicDefinitions, topicNames } from '../shared/kafka/topics.ts';
 import type { Logger } from '../shared/logger.ts';
 import { createMetrics } from '../shared/metrics.ts';
@@ -113,7 +116,19 @@ export async function startStack(config: Config, log: Logger): Promise<Stack> {
       await migrate(ch.client, log);
     }
 
-    const store = new ConfigStore({ kafka, registry, log, topics });
+    // Records no consumer can read go here, with their bytes (shared/kafka/dead-letters.ts).
+    const deadLetterSender = new CoalescingSender({
+      kafka,
+      log,
+      name: 'dead-letters',
+      onFailure: (topic) => metrics.produceFailures.inc({ producer: 'dead-letters', topic }),
+    });
+    await deadLetterSender.connect();
+    stoppers.push({ name: 'dead-letter-producer', stop: () => deadLetterSender.close() });
+    const deadLetters = new DeadLetterSink({ sender: deadLetterSender, topic: topics.deadLetters, metrics, log });
+    const lag = new LagMonitor({ admin, metrics, log });
+
+    const store = new ConfigStore({ kafka, registry, log, topics, deadLetters });
     await store.start(admin);
     stoppers.push({ name: 'config-store', stop: () => store.stop() });
     const writer = new ConfigWriter({ kafka, store, registry, topics });
@@ -123,7 +138,19 @@ export async function startStack(config: Config, log: Logger): Promise<Stack> {
     const app = await buildHttpApp({ log, metrics, bodyLimit: config.COLLECT_MAX_BODY_BYTES, version: VERSION });
     const limiter = new FixedWindowRateLimiter({ limit: config.RATE_LIMIT_PER_MINUTE });
     const auth = apiKeyAuth({ store, writer, limiter, log });
-    const health: { name: string; healthy: () => boolean }[] = [{ name: 'config_store', healthy: () => store.healthy }];
+    // Each entry answers its problems by component name ({} when healthy); /readyz names them.
+    const health: { name: string; problems: () => Record<string, string> }[] = [
+      { name: 'config_store', problems: (): Record<string, string> => (store.healthy ? {} : { config_store: 'not running' }) },
+      {
+        name: 'dead_letters',
+        problems: (): Record<string, string> =>
+          deadLetterSender.consecutiveFailures >= config.PRODUCER_FAILURES_UNHEALTHY
+            ? { 'dead-letters': `producer failing: ${deadLetterSender.consecutiveFailures} requests in a row` }
+            : {},
+      },
+    ];
+    // Consumers get a share of the shutdown budget to finish their work; the rest closes clients.
+    const drainMs = Math.max(500, Math.floor(config.SHUTDOWN_TIMEOUT_MS * 0.5));
 
     let projector: Awaited<ReturnType<typeof startProjector>> | undefined;
     if (services.has('projector')) {
@@ -137,10 +164,13 @@ export async function startStack(config: Config, log: Logger): Promise<Stack> {
         maxRows: config.PROJECTOR_MAX_ROWS,
         topics,
         groupPrefix: config.KAFKA_TOPIC_PREFIX,
+        deadLetters,
+        stallMs: config.CONSUMER_STALL_TIMEOUT_MS,
       });
       const p = projector;
-      stoppers.push({ name: 'projector', stop: () => p.stop() });
-      health.push({ name: 'projector', healthy: () => p.healthy });
+      for (const c of p.consumers) lag.watch(c.groupId, [...c.topics]);
+      stoppers.push({ name: 'projector', stop: () => p.stop(drainMs) });
+      health.push({ name: 'projector', problems: () => p.health() });
     }
 
     if (services.has('fanout')) {
@@ -160,9 +190,13 @@ export async function startStack(config: Config, log: Logger): Promise<Stack> {
         maxInFlight: config.FANOUT_MAX_IN_FLIGHT,
         perDestinationConcurrency: config.FANOUT_PER_DESTINATION_CONCURRENCY,
         perDestinationQueue: config.FANOUT_PER_DESTINATION_QUEUE,
+        deadLetters,
+        stallMs: config.CONSUMER_STALL_TIMEOUT_MS,
+        producerFailuresUnhealthy: config.PRODUCER_FAILURES_UNHEALTHY,
       });
-      stoppers.push({ name: 'fanout', stop: () => fanout.stop() });
-      health.push({ name: 'fanout', healthy: () => fanout.healthy });
+      for (const c of fanout.consumers) lag.watch(c.groupId, [...c.topics]);
+      stoppers.push({ name: 'fanout', stop: () => fanout.stop(drainMs) });
+      health.push({ name: 'fanout', problems: () => fanout.health() });
     }
 
     let producer: GroupCommitProducer | undefined;
@@ -194,12 +228,23 @@ export async function startStack(config: Config, log: Logger): Promise<Stack> {
           store,
           writer,
           adminToken,
-          webhooks: { registry, producer: adminProducer, topics, secrets, log: new DeliveryLogRepository(clickhouse!), cursorSecret },
+          webhooks: {
+            registry,
+            producer: adminProducer,
+            topics,
+            secrets,
+            log: new DeliveryLogRepository(clickhouse!),
+            cursorSecret,
+            maxDestinationsPerTenant: config.MAX_DESTINATIONS_PER_TENANT,
+          },
           analytics: new AnalyticsRepository(clickhouse!),
         }),
       });
       httpServices.push({ name: 'dashboard', ...(await startDashboard({ app, adminToken, log })) });
     }
+
+    lag.start();
+    stoppers.push({ name: 'lag-monitor', stop: () => lag.stop() });
 
     app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
     app.get('/readyz', { schema: { hide: true } }, async (_req, reply) => {
@@ -210,7 +255,10 @@ export async function startStack(config: Config, log: Logger): Promise<Stack> {
           (e: Error) => `error: ${e.message}`,
         );
       }
-      for (const h of health) checks[h.name] = h.healthy() ? 'ok' : 'error: not running';
+      for (const h of health) {
+        const problems = Object.entries(h.problems());
+        checks[h.name] = problems.length === 0 ? 'ok' : `error: ${problems.map(([component, why]) => `${component}: ${why}`).join('; ')}`;
+      }
       const ready = Object.values(checks).every((v) => v === 'ok');
       return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not_ready', checks });
     });

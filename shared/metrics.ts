@@ -39,8 +39,26 @@ export function createMetrics() {
     }),
     consumerLag: new Gauge({
       name: 'kafka_consumer_lag',
-      help: 'Messages between the last processed offset and the high watermark',
+      help: 'Records between the committed offset of a consumer group and the high watermark, per partition (sampled)',
       labelNames: ['group', 'topic', 'partition'] as const,
+      registers: [registry],
+    }),
+    deadLettered: new Counter({
+      name: 'dead_lettered_records_total',
+      help: 'Records moved to the dead-letter topic, by source topic and reason',
+      labelNames: ['topic', 'reason'] as const,
+      registers: [registry],
+    }),
+    produceFailures: new Counter({
+      name: 'kafka_produce_failures_total',
+      help: 'Produce requests that failed, by producer and topic',
+      labelNames: ['producer', 'topic'] as const,
+      registers: [registry],
+    }),
+    consumerRetries: new Counter({
+      name: 'kafka_consumer_transient_failures_total',
+      help: 'Handler failures retried with backoff (the records are read again, never skipped), by group',
+      labelNames: ['group'] as const,
       registers: [registry],
     }),
     batchSize: new Histogram({

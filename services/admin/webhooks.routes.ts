@@ -31,6 +31,8 @@ export interface WebhookAdminDeps {
   authenticate: (req: FastifyRequest) => Promise<void>;
   /** The tenant of a path, or 404. */
   tenantOr404: (id: string) => TenantRecord;
+  /** Most destinations one tenant may have (MAX_DESTINATIONS_PER_TENANT). */
+  maxDestinationsPerTenant: number;
   now?: () => number;
 }
 
@@ -207,6 +209,11 @@ export function registerWebhookAdmin(deps: WebhookAdminDeps): void {
     },
     async (req, reply) => {
       const tenant = tenantOr404(req.params.tenant_id);
+      if (deps.store.destinationsOf(tenant.id).length >= deps.maxDestinationsPerTenant) {
+        throw new ApiError('validation_failed', `a tenant may have at most ${deps.maxDestinationsPerTenant} destinations; delete one first`, {
+          errors: [{ path: 'tenant_id', message: 'destination limit reached' }],
+        });
+      }
       const b = req.body;
       const t = now();
       const base: DestinationRecord = {

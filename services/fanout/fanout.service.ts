@@ -1,5 +1,5 @@
-import { Partitioners, type Kafka, type Message, type Producer } from 'kafkajs';
-import type { DeliveryRecord, DestinationRecord, PlayerEventRecord, SecurityEventRecord, WebhookAttemptRecord } from '../../schemas/records.ts';
+import type { Kafka, Message } from 'kafkajs';
+import { DeliveryRecord, PlayerEventRecord, type DestinationRecord, type SecurityEventRecord, type WebhookAttemptRecord } from '../../schemas/records.ts';
 import type { SchemaRegistry } from '../../schemas/registry.ts';
 import type { ConfigStore } from '../../shared/config-store/config-store.ts';
 import { RETRY_TIERS, type Topics } from '../../shared/kafka/topics.ts';
@@ -8,8 +8,11 @@ import type { Metrics } from '../../shared/metrics.ts';
 import type { SecretBox } from '../../shared/secrets.ts';
 import { attemptRecord, deliveryId, hostOf, nextStep, payloadOf, selects, uuidV5 } from '../../shared/webhooks/fanout-plan.ts';
 import { webhookHeaders } from '../../shared/webhooks/signing.ts';
-import { TrackedConsumer } from './tracked-consumer.ts';
-import { CoalescingSender } from '../../shared/kafka/coalescing-sender.ts';
+import { TrackedConsumer } from '../../shared/kafka/tracked-consumer.ts';
+import { CoalescingSender, RecordTooLargeError, type TopicMessages } from '../../shared/kafka/coalescing-sender.ts';
+import type { DeadLetterSink } from '../../shared/kafka/dead-letters.ts';
+import { backoff } from '../../shared/kafka/group-member.ts';
+import { recordDecoder } from '../../shared/kafka/poison.ts';
 
 /** The HTTPS client the fan-out posts through (shared/webhooks/https-delivery.ts). */
 export interface DeliveryClient {
@@ -31,6 +34,11 @@ export interface FanoutDeps {
   maxInFlight: number;
   perDestinationConcurrency: number;
   perDestinationQueue: number;
+  deadLetters: DeadLetterSink;
+  /** Work pending with no progress for this long makes a consumer unhealthy. */
+  stallMs: number;
+  /** Consecutive failed produce requests after which a producer counts as unhealthy. */
+  producerFailuresUnhealthy: number;
   now?: () => number;
 }
 
@@ -65,6 +73,43 @@ class Slots {
 }
 
 /**
+ * A semaphore shared by tenants: waiters queue per tenant and a freed slot
+ * goes to the tenants in turn, so one tenant's thousands of waiting
+ * deliveries delay another tenant's by at most one slot each.
+ */
+export class FairSlots {
+  #free: number;
+  readonly #waiting = new Map<string, (() => void)[]>();
+  constructor(n: number) {
+    this.#free = n;
+  }
+  async acquire(tenant: string): Promise<void> {
+    if (this.#free > 0) {
+      this.#free--;
+      return;
+    }
+    await new Promise<void>((r) => {
+      const q = this.#waiting.get(tenant);
+      if (q) q.push(r);
+      else this.#waiting.set(tenant, [r]);
+    });
+  }
+  release(): void {
+    const next = this.#waiting.entries().next();
+    if (next.done) {
+      this.#free++;
+      return;
+    }
+    const [tenant, queue] = next.value;
+    const wake = queue.shift()!;
+    // The tenant goes to the back of the turn order.
+    this.#waiting.delete(tenant);
+    if (queue.length > 0) this.#waiting.set(tenant, queue);
+    wake();
+  }
+}
+
+/**
  * Fans player events out to webhook destinations and drives each delivery
  * through its attempts: attempt 1 at once, then the retry tiers
  * (webhooks.retry.1m → .5m → .30m, each its own consumer group that waits
@@ -76,9 +121,14 @@ class Slots {
 export async function startFanout(deps: FanoutDeps) {
   const log = deps.log.child({ component: 'fanout' });
   const now = deps.now ?? Date.now;
-  const producer: Producer = deps.kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
-  await producer.connect();
-  const global = new Slots(deps.maxInFlight);
+  const senderOpts = { kafka: deps.kafka, log, onFailure: (topic: string) => deps.metrics.produceFailures.inc({ producer: 'fanout', topic }) };
+  // Deliveries' hand-offs and security events go through producers of their
+  // own: a tenant whose every event makes hundreds of security events cannot
+  // queue them ahead of another tenant's attempt records.
+  const deliveries = new CoalescingSender({ ...senderOpts, name: 'fanout.deliveries' });
+  const alerts = new CoalescingSender({ ...senderOpts, name: 'fanout.security' });
+  await Promise.all([deliveries.connect(), alerts.connect()]);
+  const global = new FairSlots(deps.maxInFlight);
   const lanes = new Map<string, Slots>();
   const laneOf = (destinationId: string): Slots => {
     let lane = lanes.get(destinationId);
@@ -87,20 +137,45 @@ export async function startFanout(deps: FanoutDeps) {
   };
 
   const encode = (subject: Parameters<SchemaRegistry['encode']>[0], value: object) => deps.registry.encode(subject, value);
-  const sender = new CoalescingSender(producer);
-  const send = (topicMessages: { topic: string; messages: Message[] }[]) => sender.send(topicMessages);
+  const send = (topicMessages: TopicMessages) => deliveries.send(topicMessages);
 
-  /** Retries a durable hand-off (a produce) until it succeeds or the service stops. */
+  /**
+   * Retries a durable hand-off (a produce) until it succeeds or the service
+   * stops (then the source record stays uncommitted and is read again). A
+   * hand-off the broker refuses for its size can never succeed: it becomes a
+   * dead letter instead of a retry loop.
+   */
   let stopping = false;
-  const durably = async (fn: () => Promise<unknown>): Promise<void> => {
+  const durably = async (fn: () => Promise<unknown>, what: () => TopicMessages): Promise<void> => {
     for (let delay = 200; ; delay = Math.min(delay * 2, 5000)) {
       try {
         await fn();
         return;
       } catch (err) {
+        if (err instanceof RecordTooLargeError) {
+          await durably(
+            () =>
+              deps.deadLetters.send(
+                what().flatMap(({ topic, messages }) =>
+                  messages.map((m) => ({
+                    topic,
+                    partition: -1,
+                    offset: '-1',
+                    key: m.key ?? null,
+                    value: m.value === null || m.value === undefined ? null : Buffer.from(m.value),
+                    reason: 'record_too_large' as const,
+                    detail: err.message,
+                    group: `${deps.groupPrefix}fanout`,
+                  })),
+                ),
+              ),
+            () => [],
+          );
+          return;
+        }
         if (stopping) throw err;
-        log.warn({ err }, 'fanout_produce_retry');
-        await new Promise((r) => setTimeout(r, delay));
+        log.warn({ err: { message: (err as Error).message } }, 'fanout_produce_retry');
+        await backoff(delay, () => stopping);
       }
     }
   };
@@ -134,17 +209,15 @@ export async function startFanout(deps: FanoutDeps) {
   const attempt = async (d: DeliveryRecord): Promise<void> => {
     const dest = deps.store.destinations.get(d.destination_id);
     if (!dest) {
-      await durably(() => send([{ topic: deps.topics.webhookAttempts, messages: [attemptMessage(d, { state: 'failed', error_class: 'destination_deleted' })] }]));
+      const out = [{ topic: deps.topics.webhookAttempts, messages: [attemptMessage(d, { state: 'failed', error_class: 'destination_deleted' })] }];
+      await durably(() => send(out), () => out);
       return;
     }
     const secret = secretOf(dest);
     if (!secret) {
-      await durably(() =>
-        send([
-          securityEvent(dest, d.event_id, d.event_name),
-          { topic: deps.topics.webhookAttempts, messages: [attemptMessage(d, { state: 'failed', error_class: 'missing_secret' })] },
-        ]),
-      );
+      const alert = [securityEvent(dest, d.event_id, d.event_name)];
+      const out = [{ topic: deps.topics.webhookAttempts, messages: [attemptMessage(d, { state: 'failed', error_class: 'missing_secret' })] }];
+      await Promise.all([durably(() => alerts.send(alert), () => alert), durably(() => send(out), () => out)]);
       return;
     }
     const startedAt = now();
@@ -174,7 +247,7 @@ export async function startFanout(deps: FanoutDeps) {
     } else if (step.kind === 'failed') {
       out.push({ topic: deps.topics.webhooksFailed, messages: [{ key: d.delivery_id, value: encode('delivery', d) }] });
     }
-    await durably(() => send(out));
+    await durably(() => send(out), () => out);
     if (!result.ok) log.info({ delivery_id: d.delivery_id, destination_id: d.destination_id, host, attempt: d.attempt, status: result.status, error_class: result.errorClass, outcome }, 'webhook_attempt_failed');
   };
 
@@ -193,19 +266,18 @@ export async function startFanout(deps: FanoutDeps) {
         return;
       }
       const deferred: DeliveryRecord = { ...d, due_at: now() + deps.delaysMs[0]! };
-      await durably(() =>
-        send([
-          {
-            topic: deps.topics.retry1,
-            messages: [{ key: d.delivery_id, value: encode('delivery', deferred), headers: { 'due-at': String(deferred.due_at), deferrals: String(deferrals + 1) } }],
-          },
-        ]),
-      );
+      const out = [
+        {
+          topic: deps.topics.retry1,
+          messages: [{ key: d.delivery_id, value: encode('delivery', deferred), headers: { 'due-at': String(deferred.due_at), deferrals: String(deferrals + 1) } }],
+        },
+      ];
+      await durably(() => send(out), () => out);
       return;
     }
     await lane.acquire();
     try {
-      await global.acquire();
+      await global.acquire(d.tenant_id);
       try {
         await attempt(d);
       } finally {
@@ -219,7 +291,7 @@ export async function startFanout(deps: FanoutDeps) {
   /** Player events → one delivery per selecting destination (or a security event). */
   const fanOut = async (e: PlayerEventRecord): Promise<void> => {
     const work: Promise<void>[] = [];
-    const security: { topic: string; messages: Message[] }[] = [];
+    const security: TopicMessages = [];
     for (const dest of deps.store.destinationsOf(e.tenant_id)) {
       if (!selects(dest, e.event_name)) continue;
       if (!dest.secret_enc) {
@@ -242,38 +314,35 @@ export async function startFanout(deps: FanoutDeps) {
         }),
       );
     }
-    if (security.length > 0) work.push(durably(() => send(security)));
+    if (security.length > 0) work.push(durably(() => alerts.send(security), () => security));
     await Promise.all(work);
   };
 
   const maxOutstanding = deps.maxInFlight * 8;
-  const events = new TrackedConsumer({
-    kafka: deps.kafka,
-    log,
+  const common = { kafka: deps.kafka, log, metrics: deps.metrics, deadLetters: deps.deadLetters, stallMs: deps.stallMs, maxOutstanding };
+  const events = new TrackedConsumer<PlayerEventRecord>({
+    ...common,
     groupId: `${deps.groupPrefix}fanout`,
-    topic: deps.topics.playerEvents,
-    maxOutstanding,
+    topics: [deps.topics.playerEvents],
+    decode: recordDecoder(deps.registry, 'player-event', PlayerEventRecord),
     onInFlight: (n) => deps.metrics.webhookInFlight.set(n),
-    handle: (message) => {
-      if (!message.value) return { kind: 'work', done: Promise.resolve() };
-      const e = deps.registry.decode<PlayerEventRecord>('player-event', message.value);
-      return { kind: 'work', done: fanOut(e) };
-    },
+    handle: (record) => ({ kind: 'work', done: record.kind === 'value' ? fanOut(record.value) : Promise.resolve() }),
   });
 
   /** Queued deliveries (tiers, manual): attempted once due. */
+  const decodeDelivery = recordDecoder(deps.registry, 'delivery', DeliveryRecord);
   const queueConsumer = (topic: string, group: string) =>
-    new TrackedConsumer({
-      kafka: deps.kafka,
-      log,
+    new TrackedConsumer<DeliveryRecord>({
+      ...common,
       groupId: `${deps.groupPrefix}${group}`,
-      topic,
-      maxOutstanding,
-      handle: (message) => {
-        if (!message.value) return { kind: 'work', done: Promise.resolve() };
-        const d = deps.registry.decode<DeliveryRecord>('delivery', message.value);
+      topics: [topic],
+      decode: decodeDelivery,
+      handle: (record, message) => {
+        if (record.kind !== 'value') return { kind: 'work', done: Promise.resolve() };
+        const d = record.value;
         if (d.due_at > now()) return { kind: 'wait', dueAt: d.due_at };
-        return { kind: 'work', done: dispatch(d, Number(message.headers?.deferrals?.toString() ?? 0)) };
+        const deferrals = Number(message.headers?.deferrals?.toString() ?? 0);
+        return { kind: 'work', done: dispatch(d, Number.isFinite(deferrals) ? deferrals : 0) };
       },
     });
   const queues = [
@@ -287,13 +356,24 @@ export async function startFanout(deps: FanoutDeps) {
   log.info({ delays_ms: deps.delaysMs }, 'fanout_started');
 
   return {
-    get healthy() {
-      return consumers.every((c) => c.healthy);
+    consumers,
+    /** Each unhealthy consumer or producer and why; empty when all are healthy. */
+    health(): Record<string, string> {
+      const out: Record<string, string> = {};
+      for (const c of consumers) {
+        const problem = c.health();
+        if (problem) out[c.groupId] = problem;
+      }
+      for (const p of [deliveries, alerts]) {
+        if (p.consecutiveFailures >= deps.producerFailuresUnhealthy) out[p.name] = `producer failing: ${p.consecutiveFailures} requests in a row`;
+      }
+      return out;
     },
-    async stop() {
+    /** Stops fetching, lets attempts in flight finish within `budgetMs` (the rest are read again), commits, closes. */
+    async stop(budgetMs = 10_000) {
       stopping = true;
-      await Promise.all(consumers.map((c) => c.stop()));
-      await producer.disconnect();
+      await Promise.all(consumers.map((c) => c.stop(budgetMs)));
+      await Promise.all([deliveries.close(), alerts.close()]);
     },
   };
 }

@@ -1,8 +1,10 @@
 import type { Kafka } from 'kafkajs';
-import type { PlayerEventRecord, SecurityEventRecord, VideoRecord, WebhookAttemptRecord } from '../../schemas/records.ts';
+import { PlayerEventRecord, SecurityEventRecord, VideoRecord, WebhookAttemptRecord } from '../../schemas/records.ts';
 import type { SchemaRegistry } from '../../schemas/registry.ts';
 import { chTime, type ClickHouseClient } from '../../shared/clickhouse/clickhouse.ts';
-import { BatchConsumer, type ConsumedMessage } from '../../shared/kafka/batch-consumer.ts';
+import { BatchConsumer, type BatchItem } from '../../shared/kafka/batch-consumer.ts';
+import type { DeadLetterSink } from '../../shared/kafka/dead-letters.ts';
+import { recordDecoder } from '../../shared/kafka/poison.ts';
 import type { Topics } from '../../shared/kafka/topics.ts';
 import type { Logger } from '../../shared/logger.ts';
 import type { Metrics } from '../../shared/metrics.ts';
@@ -19,6 +21,9 @@ export interface ProjectorDeps {
   topics: Topics;
   /** Prefix of consumer group ids (the topic prefix). */
   groupPrefix: string;
+  deadLetters: DeadLetterSink;
+  /** Work pending with no progress for this long makes a consumer unhealthy. */
+  stallMs: number;
 }
 
 
@@ -39,89 +44,67 @@ export async function startProjector(deps: ProjectorDeps) {
     deps.metrics.insertDuration.observe({ table }, (performance.now() - started) / 1000);
   };
 
-  const events = new BatchConsumer({
-    kafka: deps.kafka,
-    log,
+  const common = { kafka: deps.kafka, log, metrics: deps.metrics, deadLetters: deps.deadLetters, stallMs: deps.stallMs, flushMs: deps.flushMs };
+  /** The values of a batch (a tombstone has no place on these topics and is dead-lettered by the decoder). */
+  const values = <T>(items: BatchItem<T>[]): T[] => items.flatMap((i) => (i.record.kind === 'value' ? [i.record.value] : []));
+
+  const events = new BatchConsumer<PlayerEventRecord>({
+    ...common,
     groupId: PROJECTOR_GROUP,
     topics: [deps.topics.playerEvents],
-    flushMs: deps.flushMs,
+    decode: recordDecoder(deps.registry, 'player-event', PlayerEventRecord),
     maxMessages: deps.maxRows,
-    handle: async (messages: ConsumedMessage[]) => {
-      const rows = [];
-      for (const { message, partition } of messages) {
-        if (!message.value) continue;
-        try {
-          rows.push(eventRow(deps.registry.decode<PlayerEventRecord>('player-event', message.value)));
-        } catch (err) {
-          // NOTE: an unreadable record is logged and skipped rather than
-          // blocking the partition forever; it stays on the topic for replay.
-          log.error({ err, partition, offset: message.offset }, 'player_event_unreadable');
-        }
-      }
+    handle: async (items) => {
+      const rows = values(items).map(eventRow);
       if (rows.length > 0) await insert('events', rows);
       deps.metrics.batchSize.observe(rows.length);
     },
-    onLag: (topic, partition, lag) => deps.metrics.consumerLag.set({ group: PROJECTOR_GROUP, topic, partition: String(partition) }, lag),
   });
 
-  const videos = new BatchConsumer({
-    kafka: deps.kafka,
-    log,
+  const videos = new BatchConsumer<VideoRecord>({
+    ...common,
     groupId: VIDEOS_GROUP,
     topics: [deps.topics.videos],
-    flushMs: deps.flushMs,
+    // Compacted: a tombstone deletes a video (the config store drops it).
+    decode: recordDecoder(deps.registry, 'video', VideoRecord, { tombstones: true }),
     maxMessages: 1000,
-    handle: async (messages) => {
-      const rows = messages.flatMap(({ message }) => {
-        const version = Number(message.offset);
-        if (!message.value) return [];
-        const v = deps.registry.decode<VideoRecord>('video', message.value);
-        return [{ tenant_id: v.tenant_id, id: v.id, title: v.title, duration_sec: v.duration_sec, created_at: chTime(v.created_at), deleted: 0, version }];
+    handle: async (items) => {
+      const rows = items.flatMap(({ message, record }) => {
+        if (record.kind !== 'value') return [];
+        const v = record.value;
+        return [{ tenant_id: v.tenant_id, id: v.id, title: v.title, duration_sec: v.duration_sec, created_at: chTime(v.created_at), deleted: 0, version: Number(message.offset) }];
       });
       if (rows.length > 0) await insert('videos', rows);
     },
-    onLag: (topic, partition, lag) => deps.metrics.consumerLag.set({ group: VIDEOS_GROUP, topic, partition: String(partition) }, lag),
   });
 
   const nullableTime = (ms: number | null) => (ms === null ? null : chTime(ms));
-  const attempts = new BatchConsumer({
-    kafka: deps.kafka,
-    log,
+  const attempts = new BatchConsumer<WebhookAttemptRecord>({
+    ...common,
     groupId: `${deps.groupPrefix}projector-attempts`,
     topics: [deps.topics.webhookAttempts],
-    flushMs: deps.flushMs,
+    decode: recordDecoder(deps.registry, 'webhook-attempt', WebhookAttemptRecord),
     maxMessages: deps.maxRows,
-    handle: async (messages) => {
-      const rows = messages.flatMap(({ message }) => {
-        if (!message.value) return [];
-        const a = deps.registry.decode<WebhookAttemptRecord>('webhook-attempt', message.value);
-        return [
-          {
-            ...a,
-            recorded_at: chTime(a.recorded_at),
-            started_at: nullableTime(a.started_at),
-            next_attempt_at: nullableTime(a.next_attempt_at),
-            delivery_created_at: chTime(a.delivery_created_at),
-          },
-        ];
-      });
+    handle: async (items) => {
+      const rows = values(items).map((a) => ({
+        ...a,
+        recorded_at: chTime(a.recorded_at),
+        started_at: nullableTime(a.started_at),
+        next_attempt_at: nullableTime(a.next_attempt_at),
+        delivery_created_at: chTime(a.delivery_created_at),
+      }));
       if (rows.length > 0) await insert('webhook_attempts', rows);
     },
   });
 
-  const security = new BatchConsumer({
-    kafka: deps.kafka,
-    log,
+  const security = new BatchConsumer<SecurityEventRecord>({
+    ...common,
     groupId: `${deps.groupPrefix}projector-security`,
     topics: [deps.topics.securityEvents],
-    flushMs: deps.flushMs,
+    decode: recordDecoder(deps.registry, 'security-event', SecurityEventRecord),
     maxMessages: 1000,
-    handle: async (messages) => {
-      const rows = messages.flatMap(({ message }) => {
-        if (!message.value) return [];
-        const e = deps.registry.decode<SecurityEventRecord>('security-event', message.value);
-        return [{ ...e, occurred_at: chTime(e.occurred_at) }];
-      });
+    handle: async (items) => {
+      const rows = values(items).map((e) => ({ ...e, occurred_at: chTime(e.occurred_at) }));
       if (rows.length > 0) await insert('security_events', rows);
     },
   });
@@ -130,11 +113,18 @@ export async function startProjector(deps: ProjectorDeps) {
   await Promise.all(consumers.map((c) => c.start()));
   log.info('projector_started');
   return {
-    get healthy() {
-      return consumers.every((c) => c.healthy);
+    consumers,
+    /** Each consumer's problem, by group; empty when all are healthy. */
+    health(): Record<string, string> {
+      const out: Record<string, string> = {};
+      for (const c of consumers) {
+        const problem = c.health();
+        if (problem) out[c.groupId] = problem;
+      }
+      return out;
     },
-    async stop() {
-      await Promise.all(consumers.map((c) => c.stop()));
+    async stop(budgetMs?: number) {
+      await Promise.all(consumers.map((c) => c.stop(budgetMs)));
     },
   };
 }

@@ -1,11 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { Partitioners, type Admin, type Consumer, type Kafka, type KafkaMessage, type Producer } from 'kafkajs';
 import type { SchemaRegistry, Subject } from '../../schemas/registry.ts';
-import type { ApiKeyRecord, ApiKeyUsageRecord, DestinationRecord, TenantRecord, VideoRecord } from '../../schemas/records.ts';
+import { ApiKeyRecord, ApiKeyUsageRecord, DestinationRecord, TenantRecord, VideoRecord } from '../../schemas/records.ts';
+import type { DeadLetterSink } from '../kafka/dead-letters.ts';
+import { PoisonRecordError, recordDecoder, type RecordDecoder } from '../kafka/poison.ts';
 import { CONFIG_KINDS, type ConfigKind, type Topics } from '../kafka/topics.ts';
 import { retryStartup } from '../kafka/kafka.ts';
 import { withTimeout } from '../timeout.ts';
 import type { Logger } from '../logger.ts';
+
+const SCHEMA_OF = { tenants: TenantRecord, apiKeys: ApiKeyRecord, videos: VideoRecord, apiKeyUsage: ApiKeyUsageRecord, destinations: DestinationRecord };
 
 const SUBJECT_OF: Record<ConfigKind, Subject> = {
   tenants: 'tenant',
@@ -38,9 +42,17 @@ export class ConfigStore {
   readonly #log: Logger;
   readonly #topics: Topics;
   readonly #kindOf = new Map<string, ConfigKind>();
+  readonly #decoders = new Map<ConfigKind, RecordDecoder<unknown>>();
+  readonly #deadLetters: DeadLetterSink | undefined;
+  readonly #lettersInFlight = new Set<Promise<void>>();
   #running = false;
+  #stopped = false;
+  /** Records skipped as unreadable since start. */
+  skipped = 0;
 
-  constructor(opts: { kafka: Kafka; registry: SchemaRegistry; log: Logger; topics: Topics }) {
+  constructor(opts: { kafka: Kafka; registry: SchemaRegistry; log: Logger; topics: Topics; deadLetters?: DeadLetterSink }) {
+    this.#deadLetters = opts.deadLetters;
+    for (const kind of CONFIG_KINDS) this.#decoders.set(kind, recordDecoder(opts.registry, SUBJECT_OF[kind], SCHEMA_OF[kind], { tombstones: true }));
     this.#topics = opts.topics;
     for (const kind of CONFIG_KINDS) this.#kindOf.set(opts.topics[kind], kind);
     this.#registry = opts.registry;
@@ -67,7 +79,7 @@ export class ConfigStore {
     await this.#consumer.subscribe({ topics: CONFIG_KINDS.map((k) => this.#topics[k]), fromBeginning: true });
     await this.#consumer.run({
       autoCommit: false,
-      eachMessage: async ({ topic, message }) => this.#apply(this.#kindOf.get(topic)!, message),
+      eachMessage: async ({ topic, partition, message }) => this.#apply(this.#kindOf.get(topic)!, topic, partition, message),
     });
     this.#running = true;
     const caughtUp = ends.flatMap(([kind, parts]) =>
@@ -79,6 +91,8 @@ export class ConfigStore {
 
   async stop(): Promise<void> {
     this.#running = false;
+    this.#stopped = true;
+    await Promise.race([Promise.allSettled([...this.#lettersInFlight]), new Promise((r) => setTimeout(r, 2000).unref())]);
     await this.#consumer.disconnect();
   }
 
@@ -117,10 +131,11 @@ export class ConfigStore {
     } else all.delete(id);
   }
 
-  #apply(kind: ConfigKind, message: KafkaMessage): void {
+  #apply(kind: ConfigKind, topic: string, partition: number, message: KafkaMessage): void {
     const id = message.key?.toString() ?? '';
     try {
-      const value = message.value ? this.#registry.decode<unknown>(SUBJECT_OF[kind], message.value) : null;
+      const decoded = this.#decoders.get(kind)!(message);
+      const value = decoded.kind === 'value' ? decoded.value : null;
       switch (kind) {
         case 'tenants': {
           const old = this.tenants.get(id);
@@ -160,9 +175,11 @@ export class ConfigStore {
         }
       }
     } catch (err) {
-      // A record this version cannot read is skipped, not fatal: config
-      // topics outlive code versions.
-      this.#log.error({ err, kind, offset: message.offset }, 'config_record_unreadable');
+      // A record this version cannot read is skipped, never fatal (config
+      // topics outlive code versions, and a process must always start), and
+      // dead-lettered with its bytes for an operator to look at.
+      this.skipped++;
+      this.#deadLetter(topic, partition, message, err);
     }
     const offset = BigInt(message.offset);
     this.#applied.set(kind, offset);
@@ -172,6 +189,31 @@ export class ConfigStore {
         w.resolve();
       }
     }
+  }
+
+  #deadLetter(topic: string, partition: number, message: KafkaMessage, err: unknown): void {
+    const reason = err instanceof PoisonRecordError ? err.reason : 'undecodable';
+    const detail = err instanceof Error ? err.message : String(err);
+    if (!this.#deadLetters) {
+      this.#log.error({ topic, partition, offset: message.offset, reason, detail }, 'config_record_unreadable');
+      return;
+    }
+    // NOTE: every process reads the config topics whole at start-up, so each
+    // one dead-letters the same record (same source coordinates); readers of
+    // the dead-letter topic count distinct (topic, partition, offset).
+    const letter = { topic, partition, offset: message.offset, key: message.key, value: message.value, headers: message.headers, reason, detail, group: 'config-store' } as const;
+    const send = (async () => {
+      for (let delay = 200; !this.#stopped; delay = Math.min(delay * 2, 5000)) {
+        try {
+          await this.#deadLetters!.send([letter]);
+          return;
+        } catch {
+          await new Promise((r) => setTimeout(r, delay).unref());
+        }
+      }
+    })();
+    this.#lettersInFlight.add(send);
+    void send.finally(() => this.#lettersInFlight.delete(send));
   }
 }
 

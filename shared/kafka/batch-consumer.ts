@@ -1,182 +1,192 @@
-import type { Consumer, EachBatchPayload, Kafka, KafkaMessage } from 'kafkajs';
-import type { Logger } from '../logger.ts';
+import type { EachBatchPayload, KafkaMessage } from 'kafkajs';
+import type { DeadLetter } from './dead-letters.ts';
+import { backoff, GroupMember, type GroupMemberOptions } from './group-member.ts';
+import type { Decoded } from './poison.ts';
 
-export interface ConsumedMessage {
+/** A decoded record handed to a batch handler. */
+export interface BatchItem<T> {
   topic: string;
   partition: number;
   message: KafkaMessage;
+  record: Decoded<T>;
 }
 
-export interface BatchConsumerOptions {
-  kafka: Kafka;
-  log: Logger;
-  groupId: string;
-  topics: string[];
-  fromBeginning?: boolean;
+interface Fetched {
+  topic: string;
+  partition: number;
+  message: KafkaMessage;
+  generation: number;
+}
+
+export interface BatchConsumerOptions<T> extends GroupMemberOptions<T> {
   /** How long messages may wait for others to share a handler call when none is running. */
   flushMs: number;
   /** Most messages in one handler call; fetching pauses while twice this many wait. */
   maxMessages: number;
   /**
-   * Makes the messages' effect durable (e.g. one ClickHouse insert). Offsets
-   * are committed only after it resolves; if it throws, nothing is committed
-   * and the consumer restarts from the last commit.
+   * Makes the records' effect durable (e.g. one ClickHouse insert); must be
+   * idempotent, since a failure replays the batch. Offsets are committed
+   * only after it resolves; if it throws, the failure is transient: nothing
+   * is committed and the records are read again after a growing pause.
    */
-  handle: (messages: ConsumedMessage[]) => Promise<void>;
-  onLag?: (topic: string, partition: number, lag: number) => void;
+  handle: (items: BatchItem<T>[]) => Promise<void>;
   onFlush?: (messages: number, ms: number) => void;
 }
 
 /**
  * A consumer-group member that turns kafkajs' per-partition batches into few,
  * large handler calls (so ClickHouse sees few, large inserts) and commits
- * each partition's offset only after the handler made its messages durable.
+ * each partition's offset only after the handler made its records durable
+ * and every poison record among them was dead-lettered.
  *
  * Group commit: while one handler call runs, the next batches gather (and
  * fetching goes on); the moment it finishes, everything gathered goes in the
- * next call. An event therefore waits for at most one running call plus its
- * own, not for a fixed window.
+ * next call.
  */
-export class BatchConsumer {
-  readonly #opts: BatchConsumerOptions;
-  readonly #consumer: Consumer;
-  #pending: ConsumedMessage[] = [];
+export class BatchConsumer<T> extends GroupMember<T> {
+  declare protected readonly opts: BatchConsumerOptions<T>;
+  #pending: Fetched[] = [];
   #flushing: Promise<void> | undefined;
   #timer: NodeJS.Timeout | undefined;
-  #running = false;
-  #crashed: string | undefined;
   #retryDelayMs = 0;
 
-  constructor(opts: BatchConsumerOptions) {
-    this.#opts = opts;
-    this.#consumer = opts.kafka.consumer({
-      groupId: opts.groupId,
-      sessionTimeout: 30000,
-      heartbeatInterval: 3000,
-      maxWaitTimeInMs: 50,
-      maxBytesPerPartition: 4 * 1024 * 1024,
-    });
-    const { events } = this.#consumer;
-    this.#consumer.on(events.CRASH, (e) => {
-      this.#crashed = String(e.payload.error?.message ?? e.payload.error);
-      this.#running = e.payload.restart;
-      opts.log.error({ err: { message: this.#crashed }, restart: e.payload.restart }, 'consumer_crashed');
-    });
-    this.#consumer.on(events.GROUP_JOIN, () => {
-      this.#running = true;
-      this.#crashed = undefined;
-      // Whatever was fetched before the (re)join is fetched again from the
-      // committed offsets; dropping it here avoids committing stale positions.
-      this.#pending = [];
-    });
+  constructor(opts: BatchConsumerOptions<T>) {
+    super({ ...opts, consumer: { maxWaitTimeInMs: 50, maxBytesPerPartition: 4 * 1024 * 1024, ...opts.consumer } });
   }
 
-  /** True while the group member is joined and fetching. */
-  get healthy(): boolean {
-    return this.#running && this.#crashed === undefined;
+  protected override onRevoked(): void {
+    // Whatever was fetched before the (re)join is fetched again from the
+    // committed offsets by whoever owns the partition now.
+    this.#pending = [];
+    this.noteBusy();
   }
 
-  async start(): Promise<void> {
-    await this.#consumer.connect();
-    for (const topic of this.#opts.topics) {
-      await this.#consumer.subscribe({ topic, fromBeginning: this.#opts.fromBeginning ?? true });
-    }
-    await this.#consumer.run({
+  protected override get busy(): boolean {
+    return this.#pending.length > 0 || this.#flushing !== undefined || this.failing !== undefined;
+  }
+
+  protected override async run(): Promise<void> {
+    await this.consumer.run({
       autoCommit: false,
       eachBatchAutoResolve: false,
       partitionsConsumedConcurrently: 64,
       eachBatch: (payload) => this.#eachBatch(payload),
     });
-    this.#running = true;
   }
 
-  /** Stops fetching, makes what was fetched durable and commits it, leaves the group. */
-  async stop(): Promise<void> {
-    this.#consumer.pause(this.#opts.topics.map((topic) => ({ topic })));
+  /** Stops fetching, makes what was fetched durable and commits it (within `budgetMs`), leaves the group. */
+  async stop(budgetMs = 10_000): Promise<void> {
+    this.stopping = true;
+    this.pauseAll();
     clearTimeout(this.#timer);
     this.#timer = undefined;
-    await this.#flushing;
-    if (this.#pending.length > 0) await this.#flush().catch(() => undefined);
-    await this.#consumer.disconnect();
-    this.#running = false;
+    const deadline = Date.now() + budgetMs;
+    const drain = (async () => {
+      await this.#flushing?.catch(() => undefined);
+      if (this.#pending.length > 0 && !this.failing) await this.#flush().catch(() => undefined);
+    })();
+    await Promise.race([drain, new Promise((r) => setTimeout(r, Math.max(0, deadline - Date.now())).unref())]);
+    await this.consumer.disconnect();
   }
 
   async #eachBatch({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
-    if (batch.messages.length === 0 || !isRunning() || isStale()) return;
-    for (const message of batch.messages) this.#pending.push({ topic: batch.topic, partition: batch.partition, message });
+    if (batch.messages.length === 0 || !isRunning() || isStale() || this.stopping) return;
+    const generation = this.generation;
+    for (const message of batch.messages) this.#pending.push({ topic: batch.topic, partition: batch.partition, message, generation });
     resolveOffset(batch.lastOffset());
-    this.#opts.onLag?.(batch.topic, batch.partition, Number(batch.offsetLag()));
+    this.noteBusy();
     this.#schedule();
     // Backpressure: stop fetching while too much waits for the handler.
-    while (this.#pending.length >= 2 * this.#opts.maxMessages && this.#flushing && isRunning()) {
+    while (this.#pending.length >= 2 * this.opts.maxMessages && this.#flushing && isRunning() && !this.stopping) {
       await this.#flushing.catch(() => undefined);
       await heartbeat();
     }
   }
 
   #schedule(): void {
-    if (this.#flushing || this.#timer) return;
-    if (this.#pending.length >= this.#opts.maxMessages) {
+    if (this.#flushing || this.#timer || this.stopping) return;
+    if (this.#pending.length >= this.opts.maxMessages) {
       void this.#flushLoop();
       return;
     }
     this.#timer = setTimeout(() => {
       this.#timer = undefined;
       void this.#flushLoop();
-    }, this.#opts.flushMs);
+    }, this.opts.flushMs);
   }
 
   /** Runs handler calls back to back while messages are waiting. */
   async #flushLoop(): Promise<void> {
     if (this.#flushing) return;
-    while (this.#pending.length > 0) {
+    while (this.#pending.length > 0 && !this.stopping) {
       this.#flushing = this.#flush();
       try {
         await this.#flushing;
       } finally {
         this.#flushing = undefined;
+        this.noteBusy();
       }
     }
   }
 
   async #flush(): Promise<void> {
-    const items = this.#pending.splice(0, this.#opts.maxMessages);
-    if (items.length === 0) return;
+    const fetched = this.#pending.splice(0, this.opts.maxMessages);
+    if (fetched.length === 0) return;
     const started = performance.now();
+    const items: BatchItem<T>[] = [];
+    const letters: DeadLetter[] = [];
+    for (const f of fetched) {
+      const o = this.outcome(f.topic, f.partition, f.message);
+      if (o.kind === 'poison') letters.push(o.letter);
+      else items.push({ topic: f.topic, partition: f.partition, message: f.message, record: o.record });
+    }
     try {
-      await this.#opts.handle(items);
+      if (items.length > 0) await this.opts.handle(items);
+      await this.opts.deadLetters.send(letters);
       this.#retryDelayMs = 0;
+      this.failing = undefined;
     } catch (err) {
-      await this.#rewind(items, err);
+      this.transientFailure(err);
+      await this.#rewind(fetched, err);
       return;
     }
-    this.#opts.onFlush?.(items.length, performance.now() - started);
+    this.opts.onFlush?.(items.length, performance.now() - started);
+    this.progress();
+    await this.#commit(fetched);
+  }
+
+  /** Commits the next offset of each partition the member still owns in the generation it read them in. */
+  async #commit(fetched: Fetched[]): Promise<void> {
     const next = new Map<string, { topic: string; partition: number; offset: string }>();
-    for (const { topic, partition, message } of items) {
+    for (const { topic, partition, message, generation } of fetched) {
+      if (generation !== this.generation || !this.owns(topic, partition)) continue;
       const offset = (BigInt(message.offset) + 1n).toString();
       const key = `${topic}:${partition}`;
       const seen = next.get(key);
       if (!seen || BigInt(seen.offset) < BigInt(offset)) next.set(key, { topic, partition, offset });
     }
+    if (next.size === 0) return;
     try {
-      await this.#consumer.commitOffsets([...next.values()]);
+      await this.consumer.commitOffsets([...next.values()]);
     } catch (err) {
       // A rebalance moved a partition: its new owner re-reads from the last
-      // commit, and the rows it re-inserts collapse (same event ids).
-      this.#opts.log.warn({ err, group: this.#opts.groupId }, 'offset_commit_failed');
+      // commit, and what it re-does is idempotent.
+      this.log.warn({ err: { message: (err as Error).message } }, 'offset_commit_failed');
     }
   }
 
   /**
-   * The handler failed: nothing of `items` (nor what waits behind them) is
-   * committed; after a growing pause every partition involved is sought back
-   * to its first unhandled offset, so the messages are fetched again.
+   * The handler failed: nothing of `fetched` (nor what waits behind them) is
+   * committed; after a growing pause every owned partition involved is
+   * sought back to its first unhandled offset, so the records are fetched
+   * again and none is skipped.
    */
-  async #rewind(items: ConsumedMessage[], err: unknown): Promise<void> {
-    const all = [...items, ...this.#pending];
+  async #rewind(fetched: Fetched[], err: unknown): Promise<void> {
+    const all = [...fetched, ...this.#pending];
     this.#pending = [];
     this.#retryDelayMs = Math.min(Math.max(this.#retryDelayMs * 2, 250), 10_000);
-    this.#opts.log.error({ err, messages: items.length, retry_in_ms: this.#retryDelayMs }, 'consumer_batch_failed');
+    this.log.error({ err: { message: (err as Error).message }, messages: fetched.length, retry_in_ms: this.#retryDelayMs }, 'consumer_batch_failed');
+    const generation = this.generation;
     const first = new Map<string, { topic: string; partition: number; offset: bigint }>();
     for (const { topic, partition, message } of all) {
       const key = `${topic}:${partition}`;
@@ -184,9 +194,15 @@ export class BatchConsumer {
       const seen = first.get(key);
       if (!seen || o < seen.offset) first.set(key, { topic, partition, offset: o });
     }
-    await new Promise((r) => setTimeout(r, this.#retryDelayMs));
+    await backoff(this.#retryDelayMs, () => this.stopping);
+    if (this.stopping || generation !== this.generation) return;
     for (const { topic, partition, offset } of first.values()) {
-      this.#consumer.seek({ topic, partition, offset: offset.toString() });
+      if (!this.owns(topic, partition)) continue;
+      try {
+        this.consumer.seek({ topic, partition, offset: offset.toString() });
+      } catch (seekErr) {
+        this.log.warn({ err: { message: (seekErr as Error).message }, topic, partition }, 'consumer_seek_failed');
+      }
     }
   }
 }

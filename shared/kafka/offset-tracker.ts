@@ -43,6 +43,13 @@ export class OffsetTracker {
     return n;
   }
 
+  /** Forgets every partition (a rebalance: the new assignment starts from the committed offsets). */
+  clear(): void {
+    this.#pending.clear();
+    this.#next.clear();
+    this.#committed.clear();
+  }
+
   /** Forgets a partition (after it was revoked or seeked back). */
   reset(topic: string, partition: number): void {
     const key = `${topic}\u0000${partition}`;

@@ -1,0 +1,187 @@
+import type { Consumer, ConsumerConfig, Kafka, KafkaMessage } from 'kafkajs';
+import type { Logger } from '../logger.ts';
+import type { Metrics } from '../metrics.ts';
+import type { DeadLetter, DeadLetterSink } from './dead-letters.ts';
+import { PoisonRecordError, type Decoded, type RecordDecoder } from './poison.ts';
+
+export interface GroupMemberOptions<T> {
+  kafka: Kafka;
+  log: Logger;
+  metrics: Metrics;
+  groupId: string;
+  topics: string[];
+  /** Value decoder of every topic read (decode + schema validation). */
+  decode: RecordDecoder<T>;
+  deadLetters: DeadLetterSink;
+  /** Work pending with no progress for this long makes the member unhealthy. */
+  stallMs: number;
+  fromBeginning?: boolean;
+  consumer?: Partial<ConsumerConfig>;
+}
+
+/** A record read from Kafka, decoded or found to be poison. */
+export type Outcome<T> = { kind: 'record'; record: Decoded<T> } | { kind: 'poison'; letter: DeadLetter };
+
+/**
+ * What every consumer of the service shares: group membership and the
+ * assignment it owns, a generation that changes on every rebalance (work of
+ * an older generation never commits), the decision of each record's outcome
+ * (a record that cannot be decoded becomes a dead letter, never an
+ * exception), and health: crashed, out of the group, or work pending with no
+ * progress for `stallMs`.
+ */
+export abstract class GroupMember<T> {
+  protected readonly opts: GroupMemberOptions<T>;
+  protected readonly consumer: Consumer;
+  protected readonly log: Logger;
+  /** Bumped when a rebalance starts and when the member joins. */
+  protected generation = 0;
+  protected stopping = false;
+  /** Set while the handler keeps failing (transient: retried, never skipped). */
+  protected failing: string | undefined;
+  readonly #assigned = new Set<string>();
+  #started = false;
+  #joined = false;
+  #crashed: string | undefined;
+  #lastProgress = Date.now();
+  #busySince: number | undefined;
+  #notJoinedSince: number | undefined = Date.now();
+
+  constructor(opts: GroupMemberOptions<T>) {
+    this.opts = opts;
+    this.log = opts.log.child({ group: opts.groupId });
+    this.consumer = opts.kafka.consumer({ groupId: opts.groupId, sessionTimeout: 30000, heartbeatInterval: 3000, ...opts.consumer });
+    const { events } = this.consumer;
+    this.consumer.on(events.CRASH, (e) => {
+      const message = String((e.payload.error as Error | undefined)?.message ?? e.payload.error);
+      this.#crashed = e.payload.restart ? undefined : message;
+      this.#joined = false;
+      this.#notJoinedSince ??= Date.now();
+      this.log.error({ err: { message }, restart: e.payload.restart }, 'consumer_crashed');
+    });
+    this.consumer.on(events.REBALANCING, () => {
+      this.generation++;
+      this.#assigned.clear();
+      this.onRevoked();
+    });
+    this.consumer.on(events.GROUP_JOIN, (e) => {
+      this.generation++;
+      this.#assigned.clear();
+      for (const [topic, partitions] of Object.entries(e.payload.memberAssignment)) {
+        for (const p of partitions) this.#assigned.add(`${topic}:${p}`);
+      }
+      this.#joined = true;
+      this.#crashed = undefined;
+      this.#notJoinedSince = undefined;
+      this.progress();
+      this.onRevoked();
+    });
+  }
+
+  /** Drops what the member tracked for its previous assignment. */
+  protected abstract onRevoked(): void;
+  /** Work fetched and not yet done (or failing). */
+  protected abstract get busy(): boolean;
+
+  get groupId(): string {
+    return this.opts.groupId;
+  }
+
+  get topics(): readonly string[] {
+    return this.opts.topics;
+  }
+
+  /** Whether this member owns the partition in the current generation. */
+  protected owns(topic: string, partition: number): boolean {
+    return this.#assigned.has(`${topic}:${partition}`);
+  }
+
+  /** Records that work moved on (a record finished or a commit went through). */
+  protected progress(): void {
+    this.#lastProgress = Date.now();
+  }
+
+  /** Call when busy may have changed. */
+  protected noteBusy(): void {
+    if (this.busy) this.#busySince ??= Date.now();
+    else this.#busySince = undefined;
+  }
+
+  /** Undefined when healthy, else why not. */
+  health(now = Date.now()): string | undefined {
+    if (!this.#started) return 'not started';
+    if (this.#crashed) return `crashed: ${this.#crashed}`;
+    if (!this.#joined && this.#notJoinedSince !== undefined && now - this.#notJoinedSince > this.opts.stallMs) {
+      return `not in its group for ${Math.round((now - this.#notJoinedSince) / 1000)} s`;
+    }
+    this.noteBusy();
+    if (this.#busySince !== undefined) {
+      const idle = now - Math.max(this.#lastProgress, this.#busySince);
+      if (idle > this.opts.stallMs) {
+        return `stalled: work pending and no progress for ${Math.round(idle / 1000)} s${this.failing ? ` (${this.failing})` : ''}`;
+      }
+    }
+    return undefined;
+  }
+
+  async start(): Promise<void> {
+    await this.consumer.connect();
+    for (const topic of this.opts.topics) {
+      await this.consumer.subscribe({ topic, fromBeginning: this.opts.fromBeginning ?? true });
+    }
+    await this.run();
+    this.#started = true;
+  }
+
+  protected abstract run(): Promise<void>;
+
+  /** Decides a record's outcome: its decoded value, or a dead letter. */
+  protected outcome(topic: string, partition: number, message: KafkaMessage): Outcome<T> {
+    try {
+      return { kind: 'record', record: this.opts.decode(message) };
+    } catch (err) {
+      if (!(err instanceof PoisonRecordError)) throw err;
+      return {
+        kind: 'poison',
+        letter: {
+          topic,
+          partition,
+          offset: message.offset,
+          key: message.key,
+          value: message.value,
+          headers: message.headers,
+          reason: err.reason,
+          detail: err.message,
+          group: this.opts.groupId,
+        },
+      };
+    }
+  }
+
+  /** Pauses fetching on every topic (the member stays in the group to commit). */
+  protected pauseAll(): void {
+    try {
+      this.consumer.pause(this.opts.topics.map((topic) => ({ topic })));
+    } catch {
+      // not running: nothing to pause
+    }
+  }
+
+  protected transientFailure(err: unknown): void {
+    this.failing = err instanceof Error ? err.message : String(err);
+    this.opts.metrics.consumerRetries.inc({ group: this.opts.groupId });
+    this.noteBusy();
+  }
+}
+
+/** Sleeps `ms`, or less when `signal` says the member is stopping. */
+export function backoff(ms: number, stopped: () => boolean): Promise<void> {
+  return new Promise((resolve) => {
+    const started = Date.now();
+    const tick = () => {
+      if (stopped() || Date.now() - started >= ms) resolve();
+      else setTimeout(tick, Math.min(100, ms));
+    };
+    tick();
+  });
+}

@@ -1,0 +1,179 @@
+import type { EachBatchPayload, KafkaMessage } from 'kafkajs';
+import { OffsetTracker } from './offset-tracker.ts';
+import { backoff, GroupMember, type GroupMemberOptions } from './group-member.ts';
+import type { Decoded } from './poison.ts';
+
+/** What a handler does with one record. */
+export type Handling =
+  /** Work taken on; the offset may be committed once the promise resolves. */
+  | { kind: 'work'; done: Promise<void> }
+  /** Not due yet: pause the partition and come back to this record at `dueAt`. */
+  | { kind: 'wait'; dueAt: number };
+
+export interface TrackedConsumerOptions<T> extends GroupMemberOptions<T> {
+  /** Most records taken on and not yet done before fetching pauses (backpressure). */
+  maxOutstanding: number;
+  /**
+   * Decides what to do with a decoded record. The work must not reject
+   * except while the consumer stops: a transient failure is retried inside
+   * it (a rejected record stays uncommitted and holds its partition's commit
+   * point, which /readyz reports as a stall).
+   */
+  handle: (record: Decoded<T>, message: KafkaMessage, partition: number) => Handling;
+  onInFlight?: (n: number) => void;
+}
+
+/**
+ * A consumer whose records finish out of order. It commits a partition's
+ * offset only past records whose work is done (or durably handed on), keeps
+ * fetching while slow work is outstanding up to `maxOutstanding`, and waits
+ * for not-yet-due records by pausing the partition and seeking back: never
+ * by sleeping in the handler, which would cost the group membership. A
+ * poison record's work is its dead letter.
+ */
+export class TrackedConsumer<T> extends GroupMember<T> {
+  declare protected readonly opts: TrackedConsumerOptions<T>;
+  readonly #tracker = new OffsetTracker();
+  readonly #toCommit = new Map<string, { topic: string; partition: number; offset: string }>();
+  readonly #timers = new Set<NodeJS.Timeout>();
+  readonly #work = new Set<Promise<void>>();
+  #commitTimer: NodeJS.Timeout | undefined;
+  #rejected = 0;
+
+  constructor(opts: TrackedConsumerOptions<T>) {
+    super({ ...opts, consumer: { maxWaitTimeInMs: 100, ...opts.consumer } });
+  }
+
+  protected override onRevoked(): void {
+    // Work of the old assignment may still finish; its generation no longer
+    // matches, so it commits nothing. The new assignment starts afresh.
+    this.#tracker.clear();
+    this.#toCommit.clear();
+    this.opts.onInFlight?.(0);
+    this.noteBusy();
+  }
+
+  protected override get busy(): boolean {
+    return this.#tracker.inFlight > 0 || this.#rejected > 0;
+  }
+
+  protected override async run(): Promise<void> {
+    await this.consumer.run({
+      autoCommit: false,
+      eachBatchAutoResolve: false,
+      partitionsConsumedConcurrently: 16,
+      eachBatch: (p) => this.#eachBatch(p),
+    });
+  }
+
+  /** Stops fetching, waits for outstanding work (at most `budgetMs`), commits what is done, leaves. */
+  async stop(budgetMs = 10_000): Promise<void> {
+    this.stopping = true;
+    for (const t of this.#timers) clearTimeout(t);
+    this.#timers.clear();
+    this.pauseAll();
+    await Promise.race([Promise.allSettled([...this.#work]), new Promise((r) => setTimeout(r, budgetMs).unref())]);
+    await this.#flushCommits();
+    await this.consumer.disconnect();
+  }
+
+  /** Runs `fn` until it succeeds, with a growing pause; gives up only when the consumer stops. */
+  async untilDone(what: string, fn: () => Promise<void>): Promise<void> {
+    for (let delay = 200; ; delay = Math.min(delay * 2, 5000)) {
+      try {
+        await fn();
+        if (this.failing) this.failing = undefined;
+        return;
+      } catch (err) {
+        if (this.stopping) throw err;
+        this.transientFailure(err);
+        this.log.warn({ err: { message: (err as Error).message }, what, retry_in_ms: delay }, 'consumer_work_retry');
+        await backoff(delay, () => this.stopping);
+      }
+    }
+  }
+
+  async #eachBatch({ batch, resolveOffset, heartbeat, isRunning, isStale, pause }: EachBatchPayload): Promise<void> {
+    const { topic, partition } = batch;
+    const generation = this.generation;
+    for (const message of batch.messages) {
+      if (!isRunning() || isStale() || this.stopping || generation !== this.generation) return;
+      const outcome = this.outcome(topic, partition, message);
+      let handling: Handling;
+      if (outcome.kind === 'poison') {
+        handling = { kind: 'work', done: this.untilDone('dead_letter', () => this.opts.deadLetters.send([outcome.letter])) };
+      } else {
+        try {
+          handling = this.opts.handle(outcome.record, message, partition);
+        } catch (err) {
+          // A handler that throws for a decoded record has a bug, not bad
+          // input; the record stays uncommitted and the stall shows.
+          this.#rejected++;
+          this.transientFailure(err);
+          this.log.error({ err, topic, partition, offset: message.offset }, 'record_handler_threw');
+          return;
+        }
+      }
+      if (handling.kind === 'wait') {
+        const resume = pause();
+        this.consumer.seek({ topic, partition, offset: message.offset });
+        const timer = setTimeout(() => {
+          this.#timers.delete(timer);
+          resume();
+        }, Math.max(0, handling.dueAt - Date.now()));
+        this.#timers.add(timer);
+        this.progress();
+        return;
+      }
+      this.#tracker.start(topic, partition, message.offset);
+      this.opts.onInFlight?.(this.#tracker.inFlight);
+      this.noteBusy();
+      const done = handling.done.then(
+        () => {
+          if (generation !== this.generation) return;
+          const point = this.#tracker.finish(topic, partition, message.offset);
+          this.opts.onInFlight?.(this.#tracker.inFlight);
+          this.progress();
+          this.noteBusy();
+          if (point && this.owns(topic, partition)) this.#scheduleCommit(topic, partition, point);
+        },
+        (err: unknown) => {
+          // NOTE: the offset stays uncommitted, so the record is read again
+          // after a restart or rebalance: at-least-once, never lost.
+          if (!this.stopping) {
+            this.#rejected++;
+            this.transientFailure(err);
+          }
+          this.log.error({ err: { message: (err as Error).message }, topic, partition, offset: message.offset }, 'record_work_failed');
+        },
+      );
+      this.#work.add(done);
+      void done.finally(() => this.#work.delete(done));
+      resolveOffset(message.offset);
+      while (this.#tracker.inFlight >= this.opts.maxOutstanding && isRunning() && !isStale() && !this.stopping) {
+        await Promise.race([...this.#work, new Promise((r) => setTimeout(r, 1000))]);
+        await heartbeat();
+      }
+    }
+    await heartbeat();
+  }
+
+  #scheduleCommit(topic: string, partition: number, offset: string): void {
+    this.#toCommit.set(`${topic}:${partition}`, { topic, partition, offset });
+    this.#commitTimer ??= setTimeout(() => void this.#flushCommits(), 100);
+  }
+
+  async #flushCommits(): Promise<void> {
+    clearTimeout(this.#commitTimer);
+    this.#commitTimer = undefined;
+    const offsets = [...this.#toCommit.values()].filter((o) => this.owns(o.topic, o.partition));
+    this.#toCommit.clear();
+    if (offsets.length === 0) return;
+    try {
+      await this.consumer.commitOffsets(offsets);
+    } catch (err) {
+      // A rebalance moved the partition: its new owner redoes the uncommitted part.
+      this.log.warn({ err: { message: (err as Error).message } }, 'offset_commit_failed');
+    }
+  }
+}
