@@ -174,7 +174,13 @@ export async function startStack(config: Config, log: Logger): Promise<Stack> {
     }
 
     if (services.has('fanout')) {
-      const client = new HttpsDeliveryClient({ timeoutMs: config.WEBHOOK_TIMEOUT_MS, extraCaPem, allowList });
+      const client = new HttpsDeliveryClient({
+        timeoutMs: config.WEBHOOK_TIMEOUT_MS,
+        extraCaPem,
+        allowList,
+        dnsTimeoutMs: config.WEBHOOK_DNS_TIMEOUT_MS,
+        dnsMaxConcurrent: config.WEBHOOK_DNS_MAX_CONCURRENT,
+      });
       stoppers.push({ name: 'webhook-client', stop: async () => client.close() });
       const fanout = await startFanout({
         kafka,

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TLSSocket } from 'node:tls';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { startDnsServer, type DnsAnswer, type DnsQuestion, type DnsServer } from '../../test/helpers/dns-server.ts';
 import { parseCidrList } from './address-policy.ts';
 import { HttpsDeliveryClient, type HttpsDeliveryClientOptions } from './https-delivery.ts';
 
@@ -39,7 +40,8 @@ beforeAll(() => {
     [
       'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1',
       '-subj', '/CN=localhost',
-      '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1',
+      // hooks.test: the name the c-ares tests resolve through their own DNS server.
+      '-addext', 'subjectAltName=DNS:localhost,DNS:hooks.test,IP:127.0.0.1',
       '-keyout', join(dir, 'key.pem'),
       '-out', join(dir, 'cert.pem'),
     ],
@@ -77,7 +79,7 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-async function startServer(handler: Handler): Promise<TestServer> {
+async function startServer(handler: Handler, listenAddress = '127.0.0.1'): Promise<TestServer> {
   let connections = 0;
   const received: Received[] = [];
   const sockets = new Set<Socket>();
@@ -106,7 +108,7 @@ async function startServer(handler: Handler): Promise<TestServer> {
     socket.on('close', () => sockets.delete(socket));
   });
   server.on('tlsClientError', () => {});
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => server.listen(0, listenAddress, resolve));
   cleanups.push(
     () =>
       new Promise<void>((resolve) => {
@@ -285,7 +287,7 @@ describe('HttpsDeliveryClient against a local HTTPS server', () => {
     expect(result.durationMs).toBeLessThan(TIMEOUT_MS);
   });
 
-  it('fails with dns when the name does not resolve, and with timeout when resolution hangs', async () => {
+  it('fails with dns when the name does not resolve, and with dns_timeout when resolution hangs past the delivery budget', async () => {
     const notFound = Object.assign(new Error('getaddrinfo ENOTFOUND nowhere.invalid'), { code: 'ENOTFOUND' });
     const failing = client({ resolve: async () => Promise.reject(notFound) });
     expect(await failing.post('https://nowhere.invalid/', HEADERS, BODY)).toMatchObject({
@@ -295,9 +297,18 @@ describe('HttpsDeliveryClient against a local HTTPS server', () => {
     });
     expect(await client({ resolve: async () => [] }).post('https://empty.invalid/', HEADERS, BODY)).toMatchObject({ errorClass: 'dns' });
 
-    const hanging = await client({ timeoutMs: 300, resolve: () => new Promise(() => {}) }).post('https://slow.invalid/', HEADERS, BODY);
-    expect(hanging).toMatchObject({ ok: false, errorClass: 'timeout' });
+    // A resolver that ignores its abort signal is still cut off at the delivery deadline.
+    let aborted: AbortSignal | undefined;
+    const hanging = await client({
+      timeoutMs: 300,
+      resolve: (_host, signal) => {
+        aborted = signal;
+        return new Promise(() => {});
+      },
+    }).post('https://slow.invalid/', HEADERS, BODY);
+    expect(hanging).toMatchObject({ ok: false, errorClass: 'dns_timeout', message: 'timed out resolving slow.invalid' });
     expect(hanging.durationMs).toBeGreaterThanOrEqual(295);
+    expect(aborted?.aborted).toBe(true);
   });
 
   it('reuses a keep-alive connection and bounds sockets per host', async () => {
@@ -383,6 +394,114 @@ describe('HttpsDeliveryClient against a local HTTPS server', () => {
       expect(message).toContain('127.0.0.1');
       for (const s of secretish) expect(message).not.toContain(s);
     }
+  });
+});
+
+describe('HttpsDeliveryClient resolving through c-ares, at a DNS server on 127.0.0.1', () => {
+  const PUBLIC_V4 = '93.184.216.34';
+
+  async function dnsServer(answer: (q: DnsQuestion) => DnsAnswer): Promise<DnsServer> {
+    const server = await startDnsServer(answer);
+    cleanups.push(() => server.close());
+    return server;
+  }
+
+  function dnsClient(dns: DnsServer, overrides: Partial<HttpsDeliveryClientOptions> = {}): HttpsDeliveryClient {
+    return client({ timeoutMs: 2000, dnsServers: [dns.address], dnsTimeoutMs: 1000, ...overrides });
+  }
+
+  it('connects to the address it resolved and checked, resolving once, with SNI and Host on the name', async () => {
+    const server = await startServer(ok200, '127.0.0.3');
+    // A rebinding name: the first answer is the receiver, any later one points elsewhere.
+    let answered = 0;
+    const dns = await dnsServer((q) => {
+      if (q.name !== 'hooks.test') return { rcode: 'NXDOMAIN' };
+      if (q.type !== 'A') return { addresses: [] };
+      return { addresses: [answered++ === 0 ? '127.0.0.3' : '127.0.0.1'] };
+    });
+    const result = await dnsClient(dns, { allowList: parseCidrList('127.0.0.3/32') }).post(`https://hooks.test:${server.port}/in?k=v`, HEADERS, BODY);
+
+    expect(result).toMatchObject({ ok: true, status: 200, address: '127.0.0.3' });
+    expect(server.received).toHaveLength(1);
+    expect(server.received[0]).toMatchObject({ url: '/in?k=v', servername: 'hooks.test', headers: { host: `hooks.test:${server.port}` } });
+    expect(dns.questions).toEqual([
+      { name: 'hooks.test', type: 'A' },
+      { name: 'hooks.test', type: 'AAAA' },
+    ]);
+  });
+
+  it('refuses a name whose answer holds a private or loopback address, connecting to nothing', async () => {
+    const server = await startServer(ok200);
+    const records: Record<string, string[]> = {
+      'internal.test': ['10.0.0.5'],
+      'mixed.test': [PUBLIC_V4, '192.168.1.10'],
+      'ula.test': ['fd00::1'],
+      'metadata.test': ['169.254.169.254'],
+      'hooks.test': ['127.0.0.1'],
+    };
+    const dns = await dnsServer((q) => ({ addresses: records[q.name] ?? [] }));
+    const c = dnsClient(dns, { allowList: [] });
+    const refused: Array<[string, string, RegExp]> = [
+      ['internal.test', '10.0.0.5', /10\.0\.0\.0\/8 \(private\)/],
+      ['mixed.test', '192.168.1.10', /192\.168\.0\.0\/16 \(private\)/],
+      ['ula.test', 'fd00::1', /fc00::\/7 \(unique-local\)/],
+      ['metadata.test', '169.254.169.254', /169\.254\.0\.0\/16 \(link-local\)/],
+      ['hooks.test', '127.0.0.1', /127\.0\.0\.0\/8 \(loopback\)/],
+    ];
+    for (const [name, address, range] of refused) {
+      const result = await c.post(`https://${name}:${server.port}/`, HEADERS, BODY);
+      expect(result, name).toMatchObject({ ok: false, errorClass: 'refused_address', address });
+      expect(result.message, name).toMatch(range);
+    }
+    expect(server.connections()).toBe(0);
+  });
+
+  it('fails with dns_timeout within the DNS budget when the DNS server never answers', async () => {
+    const dns = await dnsServer(() => 'never');
+    const result = await dnsClient(dns, { dnsTimeoutMs: 300 }).post('https://hang.test/private-path?token=abc123', HEADERS, BODY);
+    expect(result).toMatchObject({ ok: false, errorClass: 'dns_timeout', message: 'timed out resolving hang.test' });
+    expect(result.durationMs).toBeGreaterThanOrEqual(295);
+    expect(result.durationMs).toBeLessThan(300 + 400);
+    expect(dns.questions.map((q) => q.name)).toContain('hang.test');
+  });
+
+  it('fails with dns when the name does not exist or has no address', async () => {
+    const dns = await dnsServer((q) => (q.name === 'empty.test' ? { addresses: [] } : { rcode: 'NXDOMAIN' }));
+    const c = dnsClient(dns);
+    expect(await c.post('https://missing.test/', HEADERS, BODY)).toMatchObject({ ok: false, errorClass: 'dns', message: 'could not resolve missing.test: ENOTFOUND' });
+    expect(await c.post('https://empty.test/', HEADERS, BODY)).toMatchObject({ ok: false, errorClass: 'dns', message: 'could not resolve empty.test: ENODATA' });
+  });
+
+  it('keeps DNS look-ups within dnsMaxConcurrent, the wait counting toward the DNS budget', async () => {
+    const server = await startServer(ok200);
+    // hooks.test answers after 250 ms (within c-ares's per-try timeout, half
+    // the budget) and holds the only look-up slot until then.
+    const dns = await dnsServer((q) =>
+      q.name.startsWith('hang') ? 'never' : { addresses: q.type === 'A' ? ['127.0.0.1'] : [], delayMs: 250 },
+    );
+    const c = dnsClient(dns, { dnsTimeoutMs: 600, dnsMaxConcurrent: 1 });
+    const [held, ...hung] = await Promise.all(
+      ['hooks.test', 'hang-1.test', 'hang-2.test'].map((name) => c.post(`https://${name}:${server.port}/`, HEADERS, BODY)),
+    );
+    expect(held).toMatchObject({ ok: true, address: '127.0.0.1' });
+    for (const [i, result] of hung.entries()) {
+      expect(result).toMatchObject({ ok: false, errorClass: 'dns_timeout' });
+      expect(result.message?.startsWith(`timed out resolving hang-${i + 1}.test`), result.message).toBe(true);
+      // About 600 ms from the post, not 250 + 600: the time spent waiting for the slot counts.
+      expect(result.durationMs).toBeGreaterThanOrEqual(595);
+      expect(result.durationMs).toBeLessThan(600 + 175);
+    }
+    expect(dns.peakPendingNames()).toBe(1);
+    expect(server.received).toHaveLength(1);
+  });
+
+  it('reaches https://localhost as loopback without asking DNS', async () => {
+    const server = await startServer(ok200);
+    const dns = await dnsServer(() => ({ rcode: 'NXDOMAIN' }));
+    const result = await dnsClient(dns).post(`https://localhost:${server.port}/`, HEADERS, BODY);
+    expect(result).toMatchObject({ ok: true, status: 200, address: '127.0.0.1' });
+    expect(server.received[0]).toMatchObject({ servername: 'localhost' });
+    expect(dns.questions).toEqual([]);
   });
 });
 

@@ -4,28 +4,28 @@
  * address is checked against the address policy, and the connection goes to
  * a checked address (no second lookup that a rebinding DNS could answer
  * differently), while TLS still verifies the certificate against the host name.
+ * Names are resolved by c-ares (./resolver.ts), not by `dns.lookup` on the
+ * libuv thread pool.
  */
-import { lookup as dnsLookup } from 'node:dns/promises';
 import type { ClientRequest, IncomingMessage, OutgoingHttpHeaders } from 'node:http';
 import { Agent, request } from 'node:https';
 import { isIP, type LookupFunction, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { rootCertificates } from 'node:tls';
 import { classifyAddress, isAllowedAddress, type CidrList } from './address-policy.ts';
+import { DnsTimeoutError, WebhookResolver, type HostResolver, type ResolvedAddress } from './resolver.ts';
 
-/** One address a host name resolved to. */
-export interface ResolvedAddress {
-  address: string;
-  /** 4 or 6. */
-  family: number;
-}
+export type { HostResolver, ResolvedAddress } from './resolver.ts';
 
-/** Resolves a host name to all of its addresses (the `dns.lookup(host, { all: true })` contract). */
-export type HostResolver = (host: string) => Promise<ResolvedAddress[]>;
-
-/** Why an attempt failed; `http_status` is the only class that carries `status`. */
+/**
+ * Why an attempt failed; `http_status` is the only class that carries
+ * `status`. `dns_timeout`: the name did not resolve within the DNS budget;
+ * `dns`: it resolved to nothing (or the DNS server refused); `timeout`: the
+ * delivery's own budget ran out after the name had resolved.
+ */
 export type DeliveryErrorClass =
   | 'timeout'
+  | 'dns_timeout'
   | 'dns'
   | 'refused_address'
   | 'connect'
@@ -60,8 +60,18 @@ export interface HttpsDeliveryClientOptions {
   allowList: CidrList;
   /** Concurrent connections per destination host; default 16. */
   maxSocketsPerHost?: number;
-  /** Host name resolver; default `dns.lookup(host, { all: true })`. */
+  /**
+   * Host name resolver; default a c-ares {@link WebhookResolver} built from
+   * the `dns*` options. A resolver that rejects with `code: 'ETIMEOUT'` gives
+   * `dns_timeout`, any other rejection `dns`.
+   */
   resolve?: HostResolver;
+  /** Budget of one DNS look-up, waiting for a free look-up slot included (`WEBHOOK_DNS_TIMEOUT_MS`); default 5000. */
+  dnsTimeoutMs?: number;
+  /** DNS look-ups in flight at once (`WEBHOOK_DNS_MAX_CONCURRENT`); default 16. */
+  dnsMaxConcurrent?: number;
+  /** DNS servers (`'127.0.0.1:5353'`); default the system's. */
+  dnsServers?: readonly string[];
   /** How long an unread response body may take to drain before the socket is destroyed; default 1000. */
   drainTimeoutMs?: number;
   /** Idle keep-alive sockets are closed after this long; default 4000 (below the common 5 s server keep-alive). */
@@ -106,6 +116,8 @@ export class HttpsDeliveryClient {
   readonly #timeoutMs: number;
   readonly #allowList: CidrList;
   readonly #resolve: HostResolver;
+  /** The resolver this client built (and closes), when none was injected. */
+  readonly #ownResolver: WebhookResolver | undefined;
   readonly #drainTimeoutMs: number;
 
   constructor(options: HttpsDeliveryClientOptions) {
@@ -116,7 +128,17 @@ export class HttpsDeliveryClient {
     }
     this.#timeoutMs = timeoutMs;
     this.#allowList = options.allowList;
-    this.#resolve = options.resolve ?? ((host) => dnsLookup(host, { all: true, order: 'verbatim' }));
+    if (options.resolve) {
+      this.#ownResolver = undefined;
+      this.#resolve = options.resolve;
+    } else {
+      this.#ownResolver = new WebhookResolver({
+        timeoutMs: options.dnsTimeoutMs ?? 5000,
+        maxConcurrent: options.dnsMaxConcurrent ?? 16,
+        ...(options.dnsServers ? { servers: options.dnsServers } : {}),
+      });
+      this.#resolve = this.#ownResolver.resolve;
+    }
     this.#drainTimeoutMs = drainTimeoutMs;
     this.agent = new Agent({
       keepAlive: true,
@@ -156,9 +178,19 @@ export class HttpsDeliveryClient {
     if (literalFamily !== 0) {
       addresses = [{ address: host, family: literalFamily }];
     } else {
-      const resolved = await beforeDeadline(Promise.resolve().then(() => this.#resolve(host)), deadline);
-      if (resolved.kind === 'timeout') {
-        return { ok: false, errorClass: 'timeout', durationMs: elapsed(), message: `timed out resolving ${host}` };
+      // The delivery budget bounds the look-up too: abort tells the resolver
+      // to free its slot, the race covers a resolver that ignores the signal.
+      const abort = new AbortController();
+      const resolved = await beforeDeadline(Promise.resolve().then(() => this.#resolve(host, abort.signal)), deadline);
+      if (resolved.kind === 'timeout' || (resolved.kind === 'error' && errorCode(resolved.error) === 'ETIMEOUT')) {
+        abort.abort();
+        const queued = resolved.kind === 'error' && resolved.error instanceof DnsTimeoutError && resolved.error.queued;
+        return {
+          ok: false,
+          errorClass: 'dns_timeout',
+          durationMs: elapsed(),
+          message: `timed out resolving ${host}${queued ? ' (waiting for a free DNS look-up slot)' : ''}`,
+        };
       }
       if (resolved.kind === 'error' || resolved.value.length === 0) {
         const code = resolved.kind === 'error' ? errorCode(resolved.error) : 'no addresses';
@@ -189,9 +221,10 @@ export class HttpsDeliveryClient {
     return first === 'retry' ? (this.#send(attempt, false) as Promise<DeliveryResult>) : first;
   }
 
-  /** Destroys the agent and every pooled socket. */
+  /** Destroys the agent and every pooled socket, and cancels DNS look-ups in flight. */
   close(): void {
     this.agent.destroy();
+    this.#ownResolver?.close();
   }
 
   #send(
