@@ -16,6 +16,8 @@ interface Fetched {
   partition: number;
   message: KafkaMessage;
   generation: number;
+  /** Only a commit point (transaction markers up to this offset): nothing to decode. */
+  marker?: true;
 }
 
 export interface BatchConsumerOptions<T> extends GroupMemberOptions<T> {
@@ -61,6 +63,12 @@ export class BatchConsumer<T> extends GroupMember<T> {
     this.noteBusy();
   }
 
+  protected override onSkippedRecords(topic: string, partition: number, lastOffset: string): void {
+    const message = { offset: lastOffset } as KafkaMessage;
+    this.#pending.push({ topic, partition, message, generation: this.generation, marker: true });
+    this.#schedule();
+  }
+
   protected override get busy(): boolean {
     return this.#pending.length > 0 || this.#flushing !== undefined || this.failing !== undefined;
   }
@@ -93,6 +101,8 @@ export class BatchConsumer<T> extends GroupMember<T> {
     if (batch.messages.length === 0 || !isRunning() || isStale() || this.stopping) return;
     const generation = this.generation;
     for (const message of batch.messages) this.#pending.push({ topic: batch.topic, partition: batch.partition, message, generation });
+    // Markers after the last record (the transaction's commit) commit with it.
+    if (BigInt(batch.lastOffset()) > BigInt(batch.messages.at(-1)!.offset)) this.onSkippedRecords(batch.topic, batch.partition, batch.lastOffset());
     resolveOffset(batch.lastOffset());
     this.noteBusy();
     this.#schedule();
@@ -136,6 +146,7 @@ export class BatchConsumer<T> extends GroupMember<T> {
     const items: BatchItem<T>[] = [];
     const letters: DeadLetter[] = [];
     for (const f of fetched) {
+      if (f.marker) continue;
       const o = this.outcome(f.topic, f.partition, f.message);
       if (o.kind === 'poison') letters.push(o.letter);
       else items.push({ topic: f.topic, partition: f.partition, message: f.message, record: o.record });
@@ -150,7 +161,7 @@ export class BatchConsumer<T> extends GroupMember<T> {
       await this.#rewind(fetched, err);
       return;
     }
-    this.opts.onFlush?.(items.length, performance.now() - started);
+    if (items.length > 0) this.opts.onFlush?.(items.length, performance.now() - started);
     this.progress();
     await this.#commit(fetched);
   }
@@ -188,7 +199,8 @@ export class BatchConsumer<T> extends GroupMember<T> {
     this.log.error({ err: { message: (err as Error).message }, messages: fetched.length, retry_in_ms: this.#retryDelayMs }, 'consumer_batch_failed');
     const generation = this.generation;
     const first = new Map<string, { topic: string; partition: number; offset: bigint }>();
-    for (const { topic, partition, message } of all) {
+    for (const { topic, partition, message, marker } of all) {
+      if (marker) continue;
       const key = `${topic}:${partition}`;
       const o = BigInt(message.offset);
       const seen = first.get(key);

@@ -76,7 +76,23 @@ export abstract class GroupMember<T> {
       this.progress();
       this.onRevoked();
     });
+    // A fetch that held only transaction markers (or aborted records) is not
+    // handed to eachBatch; its end offset must still be committed, or the
+    // group keeps a lag of one marker per transaction forever.
+    this.consumer.on(events.END_BATCH_PROCESS, (e) => {
+      // firstOffset is null when nothing at or past the fetch offset came back.
+      if (e.payload.batchSize !== 0 || e.payload.firstOffset === null || this.stopping) return;
+      if (!this.owns(e.payload.topic, e.payload.partition)) return;
+      this.onSkippedRecords(e.payload.topic, e.payload.partition, String(e.payload.lastOffset));
+    });
   }
+
+  /**
+   * Records up to `lastOffset` carried nothing to process (transaction
+   * markers, aborted records): commit past them once everything before them
+   * is done.
+   */
+  protected abstract onSkippedRecords(topic: string, partition: number, lastOffset: string): void;
 
   /** Drops what the member tracked for its previous assignment. */
   protected abstract onRevoked(): void;

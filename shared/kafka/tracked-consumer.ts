@@ -53,6 +53,12 @@ export class TrackedConsumer<T> extends GroupMember<T> {
     this.noteBusy();
   }
 
+  protected override onSkippedRecords(topic: string, partition: number, lastOffset: string): void {
+    this.#tracker.start(topic, partition, lastOffset);
+    const point = this.#tracker.finish(topic, partition, lastOffset);
+    if (point && this.owns(topic, partition)) this.#scheduleCommit(topic, partition, point);
+  }
+
   protected override get busy(): boolean {
     return this.#tracker.inFlight > 0 || this.#rejected > 0;
   }
@@ -154,6 +160,12 @@ export class TrackedConsumer<T> extends GroupMember<T> {
         await Promise.race([...this.#work, new Promise((r) => setTimeout(r, 1000))]);
         await heartbeat();
       }
+    }
+    // Markers after the last record (a transaction's commit) commit once it is done.
+    const last = batch.messages.at(-1);
+    if (last && BigInt(batch.lastOffset()) > BigInt(last.offset) && generation === this.generation && !this.stopping) {
+      this.onSkippedRecords(topic, partition, batch.lastOffset());
+      resolveOffset(batch.lastOffset());
     }
     await heartbeat();
   }

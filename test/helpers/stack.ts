@@ -43,9 +43,10 @@ export class TestStack {
     this.topicPrefix = topicPrefix;
   }
 
-  static async start(env: Record<string, string> = {}): Promise<TestStack> {
-    const dataDir = mkdtempSync(join(tmpdir(), 'va-test-'));
-    const topicPrefix = `t${randomBytes(4).toString('hex')}.`;
+  /** Starts a stack; `reuse` restarts one on the data directory and topics of a stopped one. */
+  static async start(env: Record<string, string> = {}, reuse?: { dataDir: string; topicPrefix: string }): Promise<TestStack> {
+    const dataDir = reuse?.dataDir ?? mkdtempSync(join(tmpdir(), 'va-test-'));
+    const topicPrefix = reuse?.topicPrefix ?? `t${randomBytes(4).toString('hex')}.`;
     const clickhouseUrl = inject('clickhouseUrl');
     const config = loadConfig({
       KAFKA_BROKERS: inject('kafkaBrokers').join(','),
@@ -67,9 +68,9 @@ export class TestStack {
     return this.stack.url;
   }
 
-  async stop(): Promise<void> {
+  async stop(opts: { keepData?: boolean } = {}): Promise<void> {
     await this.stack.stop();
-    rmSync(this.dataDir, { recursive: true, force: true });
+    if (!opts.keepData) rmSync(this.dataDir, { recursive: true, force: true });
   }
 
   /** fetch against the stack; JSON bodies are serialised, responses parsed when JSON. */

@@ -1,0 +1,289 @@
+import { randomBytes } from 'node:crypto';
+import { Kafka, logLevel, type Admin, type Producer } from 'kafkajs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { inject } from 'vitest';
+import { SchemaRegistry, type Subject } from '../schemas/registry.ts';
+import { topicNames, type TopicKey } from '../shared/kafka/topics.ts';
+import { startHttpsReceiver, type HttpsReceiver } from './helpers/https-receiver.ts';
+import { TestStack, eventually, type TestTenant } from './helpers/stack.ts';
+
+/** Every topic the service reads, and the consumer groups (or the config store) that read it. */
+const READERS: Partial<Record<TopicKey, string[]>> = {
+  playerEvents: ['projector', 'fanout'],
+  videos: ['projector-videos', 'config-store'],
+  tenants: ['config-store'],
+  apiKeys: ['config-store'],
+  apiKeyUsage: ['config-store'],
+  destinations: ['config-store'],
+  webhookAttempts: ['projector-attempts'],
+  securityEvents: ['projector-security'],
+  webhooksManual: ['fanout-manual'],
+  retry1: ['fanout-retry-1m'],
+  retry2: ['fanout-retry-5m'],
+  retry3: ['fanout-retry-30m'],
+};
+
+const SUBJECT: Partial<Record<TopicKey, Subject>> = {
+  playerEvents: 'player-event',
+  videos: 'video',
+  tenants: 'tenant',
+  apiKeys: 'api-key',
+  apiKeyUsage: 'api-key-usage',
+  destinations: 'destination',
+  webhookAttempts: 'webhook-attempt',
+  securityEvents: 'security-event',
+  webhooksManual: 'delivery',
+  retry1: 'delivery',
+  retry2: 'delivery',
+  retry3: 'delivery',
+};
+
+const registry = SchemaRegistry.fromManifest();
+
+/** The four kinds of poison and the reason each is dead-lettered for. */
+const poisonFor = (subject: Subject): { kind: string; value: Buffer; reason: string }[] => {
+  const header = Buffer.alloc(5);
+  header.writeUInt32BE(registry.writerId(subject), 1);
+  return [
+    { kind: 'garbage', value: Buffer.from('this is not a record \u0000\u00ff at all'), reason: 'not_wire_format' },
+    { kind: 'unknown_schema', value: Buffer.from([0, 0, 1, 0x86, 0x9f, 2, 4, 6]), reason: 'unknown_schema' }, // schema id 99999
+    // The subject's own schema id, then a body cut short (a string that promises 36 bytes and has 2).
+    { kind: 'truncated', value: Buffer.concat([header, Buffer.from([0x48, 0x61, 0x62])]), reason: 'undecodable' },
+    { kind: 'empty', value: Buffer.alloc(0), reason: 'empty_value' },
+  ];
+};
+
+interface Letter {
+  source: string;
+  group: string;
+  reason: string;
+}
+
+const SECRET_ENV = {
+  ADMIN_TOKEN: `adm_${randomBytes(16).toString('hex')}`,
+  CURSOR_SECRET: randomBytes(24).toString('hex'),
+  SECRETS_KEY: randomBytes(32).toString('hex'),
+};
+
+describe('poison records on every topic the service reads', () => {
+  let s: TestStack;
+  let rx: HttpsReceiver;
+  let t: TestTenant;
+  let kafka: Kafka;
+  let producer: Producer;
+  let admin: Admin;
+  let env: Record<string, string>;
+  const poisoned: { topic: string; partition: number; offset: string; kind: string; reason: string }[] = [];
+
+  const names = () => topicNames(s.topicPrefix);
+  const groupsOf = (key: TopicKey) => (READERS[key] ?? []).map((g) => (g === 'config-store' ? g : `${s.topicPrefix}${g}`));
+
+  /** Every record of the dead-letter topic, read from the start. */
+  const deadLetters = async (): Promise<Letter[]> => {
+    const topic = names().deadLetters;
+    const [end] = await admin.fetchTopicOffsets(topic);
+    const high = Number(end!.high);
+    if (high === 0) return [];
+    const consumer = kafka.consumer({ groupId: `dlq-reader-${randomBytes(4).toString('hex')}` });
+    const out: Letter[] = [];
+    await consumer.connect();
+    await consumer.subscribe({ topic, fromBeginning: true });
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('dead-letter topic not read in time')), 20_000);
+      void consumer.run({
+        eachMessage: async ({ message }) => {
+          const h = (k: string) => message.headers?.[k]?.toString() ?? '';
+          out.push({ source: `${h('dlq-source-topic')}/${h('dlq-source-partition')}/${h('dlq-source-offset')}`, group: h('dlq-group'), reason: h('dlq-reason') });
+          if (Number(message.offset) + 1 >= high) {
+            clearTimeout(timer);
+            resolve();
+          }
+        },
+      });
+    });
+    await consumer.disconnect();
+    return out;
+  };
+
+  /** Lag of a group on a topic from the broker: committed offset vs high watermark. */
+  const lagOf = async (groupId: string, topic: string): Promise<number> => {
+    const ends = await admin.fetchTopicOffsets(topic);
+    const [committed] = await admin.fetchOffsets({ groupId, topics: [topic] });
+    let lag = 0;
+    for (const e of ends) {
+      const c = committed!.partitions.find((p) => p.partition === e.partition);
+      const from = c && Number(c.offset) >= 0 ? Number(c.offset) : Number(e.low);
+      lag += Number(e.high) - from;
+    }
+    return lag;
+  };
+
+  const flakyAttempts = new Map<string, number>();
+
+  beforeAll(async () => {
+    rx = await startHttpsReceiver();
+    // '/flaky' fails each delivery's first three attempts, so it crosses every retry tier.
+    rx.setBehaviour((req) => {
+      if (req.path !== '/flaky') return { status: 200 };
+      const id = String(req.headers['x-player-delivery-id']);
+      const n = (flakyAttempts.get(id) ?? 0) + 1;
+      flakyAttempts.set(id, n);
+      return { status: n <= 3 ? 503 : 200 };
+    });
+    env = {
+      ...SECRET_ENV,
+      WEBHOOK_RETRY_DELAYS_S: '0.3,0.3,0.3',
+      WEBHOOK_CA_FILE: rx.caFile,
+      WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8',
+      CONSUMER_STALL_TIMEOUT_MS: '5000',
+    };
+    s = await TestStack.start(env);
+    t = await s.createTenant();
+    kafka = new Kafka({ clientId: 'poison-writer', brokers: inject('kafkaBrokers'), logLevel: logLevel.NOTHING });
+    producer = kafka.producer();
+    admin = kafka.admin();
+    await Promise.all([producer.connect(), admin.connect()]);
+  });
+  afterAll(async () => {
+    await producer?.disconnect();
+    await admin?.disconnect();
+    await s?.stop();
+    await rx?.close();
+  });
+
+  const makeDestinations = async () => {
+    const mk = async (path: string) => {
+      const res = await s.admin('POST', `/tenants/${t.id}/destinations`, { name: path, url: rx.url(path), events: ['video_play'] });
+      expect(res.status).toBe(201);
+      return res.body.id as string;
+    };
+    const integration = await s.admin('POST', `/tenants/${t.id}/destinations`, {
+      kind: 'integration',
+      name: 'no secret',
+      url: rx.url('/no-secret'),
+      events: ['video_play'],
+      config: { webhook_secret: '' },
+    });
+    expect(integration.status).toBe(201);
+    return { ok: await mk('/ok'), flaky: await mk('/flaky'), integration: integration.body.id as string };
+  };
+
+  /**
+   * Valid records through every topic: an event (player events → projector,
+   * fan-out, attempts, security events, every retry tier via '/flaky'),
+   * a Test delivery (manual), new config records (tenants, keys, videos,
+   * destinations, key usage).
+   */
+  const validRecordsFlow = async (label: string) => {
+    const tenant = await s.createTenant(`after-poison-${label}`);
+    const dests = await makeDestinations();
+    const visitor = `vis_${label}_${randomBytes(3).toString('hex')}`;
+    // A 503 means nothing was accepted (a loaded machine may time a transaction out): send again, as a player does.
+    const res = await eventually(async () => {
+      const r = await s.collect(t.player_key, [{ event_name: 'video_play', video_id: t.videoId, session_id: `ses_${label}`, visitor_id: visitor }]);
+      return r.status === 503 ? undefined : r;
+    }, 30_000, 500);
+    expect(res.status).toBe(202);
+    // Player events → projector → read API (and the API key's usage record).
+    await eventually(async () => ((await s.allEvents(t.videoId, t.apiKey)).some((e) => e.visitor_id === visitor) ? true : undefined), 30_000, 200);
+    const second = await s.api(`/videos/${tenant.videoId}/events`, tenant.apiKey);
+    expect(second.status).toBe(200);
+    // Player events → fan-out → attempts → projector-attempts: succeeded on '/ok'; '/flaky' crosses retry1..3.
+    for (const [dest, attempts] of [
+      [dests.ok, 1],
+      [dests.flaky, 4],
+    ] as const) {
+      const row = await eventually(async () => {
+        const list = await s.admin('GET', `/tenants/${t.id}/deliveries?destination_id=${dest}`);
+        const d = list.body?.data?.[0];
+        return d?.status === 'succeeded' ? d : undefined;
+      }, 60_000, 250);
+      expect(row.attempt_count).toBe(attempts);
+    }
+    // Security events → projector-security.
+    await eventually(async () => {
+      const list = await s.admin('GET', `/tenants/${t.id}/security-events`);
+      return list.body?.data?.some((e: { endpoint_id: string }) => e.endpoint_id === dests.integration) ? true : undefined;
+    }, 30_000, 250);
+    // Manual queue: a Test delivery.
+    const test = await s.admin('POST', `/tenants/${t.id}/destinations/${dests.ok}/test`);
+    expect(test.status).toBe(202);
+    await eventually(async () => {
+      const d = await s.admin('GET', `/tenants/${t.id}/deliveries/${test.body.delivery_id}`);
+      return d.body?.status === 'succeeded' ? true : undefined;
+    }, 30_000, 250);
+  };
+
+  it('dead-letters each poison record once per reader, with its coordinates and reason, and keeps every consumer flowing', async () => {
+    const topics = names();
+    for (const key of Object.keys(READERS) as TopicKey[]) {
+      for (const { kind, value, reason } of poisonFor(SUBJECT[key]!)) {
+        const [meta] = await producer.send({ topic: topics[key], acks: -1, messages: [{ key: `poison-${kind}-${randomBytes(3).toString('hex')}`, value }] });
+        poisoned.push({ topic: topics[key], partition: meta!.partition, offset: meta!.baseOffset!, kind, reason });
+      }
+    }
+    expect(poisoned).toHaveLength(48);
+
+    await validRecordsFlow('before');
+
+    // Every reader dead-lettered every poison record on its topics, and nothing else.
+    const expected = new Set<string>();
+    for (const key of Object.keys(READERS) as TopicKey[]) {
+      for (const p of poisoned.filter((x) => x.topic === topics[key])) {
+        for (const g of groupsOf(key)) expected.add(`${p.topic}/${p.partition}/${p.offset} ${g}`);
+      }
+    }
+    const letters = await eventually(async () => {
+      const all = await deadLetters();
+      const seen = new Set(all.map((l) => `${l.source} ${l.group}`));
+      return [...expected].every((e) => seen.has(e)) ? all : undefined;
+    }, 30_000, 500);
+    const sources = new Set(letters.map((l) => l.source));
+    const poisonSources = new Set(poisoned.map((p) => `${p.topic}/${p.partition}/${p.offset}`));
+    expect([...sources].filter((x) => !poisonSources.has(x))).toEqual([]);
+    expect([...poisonSources].filter((x) => !sources.has(x))).toEqual([]);
+    for (const p of poisoned) {
+      const found = letters.filter((l) => l.source === `${p.topic}/${p.partition}/${p.offset}`).map((l) => l.reason);
+      expect(new Set(found), `${p.kind} on ${p.topic}`).toEqual(new Set([p.reason]));
+    }
+    // Group consumers dead-letter a record exactly once (the config store once per process start).
+    const perGroup = new Map<string, number>();
+    for (const l of letters) perGroup.set(`${l.source} ${l.group}`, (perGroup.get(`${l.source} ${l.group}`) ?? 0) + 1);
+    expect([...perGroup.values()].every((n) => n === 1)).toBe(true);
+
+    // Counted in /metrics by topic and reason.
+    const metrics = await s.request('GET', '/metrics');
+    const counted = [...metrics.text.matchAll(/^dead_lettered_records_total\{[^}]*\} (\d+)/gm)].reduce((a, m) => a + Number(m[1]), 0);
+    expect(counted).toBe(letters.length);
+    expect(metrics.text).toMatch(new RegExp(`dead_lettered_records_total\\{topic="${topics.playerEvents.replace('.', '\\.')}",reason="unknown_schema"\\} 2`));
+
+    // No lag left on any group, and the service says it is ready.
+    const lags = async () => {
+      const out: Record<string, number> = {};
+      for (const key of Object.keys(READERS) as TopicKey[]) {
+        for (const g of groupsOf(key).filter((x) => x !== 'config-store')) out[g] = await lagOf(g, topics[key]);
+      }
+      return out;
+    };
+    await eventually(async () => (Object.values(await lags()).every((n) => n === 0) ? true : undefined), 20_000, 250).catch(async () => {
+      expect(await lags()).toEqual({});
+    });
+    const ready = await s.request('GET', '/readyz');
+    expect(ready.status).toBe(200);
+  });
+
+  it('after a restart the poison stays behind: nothing re-read by a group, valid records still flow', async () => {
+    const before = await deadLetters();
+    await s.stop({ keepData: true });
+    s = await TestStack.start(env, { dataDir: s.dataDir, topicPrefix: s.topicPrefix });
+    await validRecordsFlow('after');
+    const after = await deadLetters();
+    const fresh = after.slice(before.length);
+    // Only the config store, which reads its topics whole at every start, meets config poison again.
+    expect(fresh.filter((l) => l.group !== 'config-store')).toEqual([]);
+    const poisonSources = new Set(poisoned.map((p) => `${p.topic}/${p.partition}/${p.offset}`));
+    expect(fresh.filter((l) => !poisonSources.has(l.source))).toEqual([]);
+    const ready = await s.request('GET', '/readyz');
+    expect(ready.status).toBe(200);
+  });
+});
