@@ -274,6 +274,278 @@ export async function startLocalBroker(opts: StartLocalBrokerOptions): Promise<L
   }
 }
 
+/** One node of a {@link LocalCluster}. */
+export type LocalClusterNode = {
+  /** KRaft node id: 1, 2, 3, … (the ids that partition metadata lists as leader and replicas). */
+  nodeId: number;
+  /** PLAINTEXT client port on 127.0.0.1; kept across restarts. */
+  port: number;
+  /** CONTROLLER port on 127.0.0.1; part of every node's static voter list. */
+  controllerPort: number;
+  /** Process id of the current JVM, undefined while the node is down. */
+  pid: number | undefined;
+  running: boolean;
+  /** `<dataDir>/node-<id>`. */
+  dataDir: string;
+  logFile: string;
+};
+
+/** A running multi-node cluster started by {@link startLocalCluster}. */
+export type LocalCluster = {
+  /** Every node's client address, for kafkajs' bootstrap list (clients skip nodes that are down). */
+  brokers: string[];
+  size: number;
+  clusterId: string;
+  dataDir: string;
+  /** Current state of each node, in node-id order. */
+  nodes(): LocalClusterNode[];
+  node(nodeId: number): LocalClusterNode;
+  /** SIGKILL (a crash, `kill -9`) of one node; resolves once the JVM is gone. */
+  kill(nodeId: number): Promise<void>;
+  /** SIGTERM with controlled shutdown of one node; SIGKILL after 20 s. */
+  stopNode(nodeId: number): Promise<void>;
+  /**
+   * Starts a node that was killed or stopped, on its old ports and data, and
+   * resolves once it is registered and unfenced (listed in metadata). It then
+   * catches up and rejoins the ISRs on its own; tests wait for that.
+   */
+  restart(nodeId: number): Promise<void>;
+  /** Controlled shutdown of every node that is running. */
+  stop(): Promise<void>;
+};
+
+/** Options for {@link startLocalCluster}. */
+export type StartLocalClusterOptions = {
+  /** Holds `node-<id>/` per node and `local-cluster.json`; reuse it to restart the same cluster. */
+  dataDir: string;
+  /** Number of nodes, each broker and controller (combined mode); 3 unless given. */
+  nodes?: number;
+  /** Default partition count (`num.partitions`), 12 unless given. */
+  partitions?: number;
+  /** Maximum JVM heap of each node in MiB, 512 unless given. */
+  heapMb?: number;
+  log?: (msg: string) => void;
+};
+
+type ClusterState = { clusterId: string; nodes: { nodeId: number; port: number; controllerPort: number; pid?: number }[] };
+
+const CLUSTER_READY_TIMEOUT_MS = 120_000;
+
+/**
+ * Starts a KRaft cluster of `nodes` JVMs on 127.0.0.1, each broker and
+ * controller, with a static voter set of all nodes (so any majority elects a
+ * controller and keeps the metadata log). With three nodes or more, internal
+ * topics (consumer offsets, transaction state) and the broker defaults use 3
+ * replicas and `min.insync.replicas` 2, so acks=-1 producers, transactions and
+ * offset commits go on while one node is down.
+ *
+ * Resolves once every node answers metadata, is registered and unfenced, and
+ * every existing partition has a leader. Calling it again on the same
+ * `dataDir` after {@link LocalCluster.stop} restarts the same cluster (ports
+ * kept if they are all still free). Like {@link startLocalBroker}, the JVMs
+ * get SIGTERM when the Node process exits or dies.
+ */
+export async function startLocalCluster(opts: StartLocalClusterOptions): Promise<LocalCluster> {
+  const log = opts.log ?? noop;
+  const size = opts.nodes ?? 3;
+  if (!Number.isInteger(size) || size < 1) throw new Error(`a cluster needs at least one node, got ${size}`);
+  const dataDir = path.resolve(opts.dataDir);
+  const statePath = path.join(dataDir, 'local-cluster.json');
+  const partitions = opts.partitions ?? 12;
+  const heapMb = opts.heapMb ?? 512;
+  const nodeIds = Array.from({ length: size }, (_, i) => i + 1);
+  const layout = new Map(
+    nodeIds.map((nodeId) => {
+      const dir = path.join(dataDir, `node-${nodeId}`);
+      const logsDir = path.join(dir, 'logs');
+      return [
+        nodeId,
+        {
+          dir,
+          logsDir,
+          kraftDir: path.join(dir, 'kafka'),
+          propsPath: path.join(dir, 'server.properties'),
+          logFile: path.join(logsDir, 'server.log'),
+          stdoutFile: path.join(logsDir, 'broker-stdout.log'),
+        },
+      ] as const;
+    }),
+  );
+  const paths = (nodeId: number) => {
+    const p = layout.get(nodeId);
+    if (!p) throw new Error(`no node ${nodeId} in this ${size}-node cluster (node ids are 1..${size})`);
+    return p;
+  };
+
+  const libsDir = await ensureKafkaJars({ log });
+  const java = findJava();
+  const previous = await readClusterState(statePath);
+  if (previous && previous.nodes.length !== size) {
+    throw new Error(`${dataDir} holds a ${previous.nodes.length}-node cluster, not ${size} nodes; use another data directory`);
+  }
+  for (const nodeId of nodeIds) {
+    const p = paths(nodeId);
+    await mkdir(p.logsDir, { recursive: true });
+    await waitForBrokerStartedHere(p.dir);
+    const pid = previous?.nodes.find((n) => n.nodeId === nodeId)?.pid;
+    if (pid !== undefined) await waitForPreviousBroker(pid, p.propsPath);
+  }
+
+  const clusterId = previous?.clusterId ?? (await readClusterId(paths(1).kraftDir)) ?? newClusterId();
+  let ports = await choosePortSet(nodeIds, previous);
+  const writeAll = () =>
+    Promise.all(
+      nodeIds.map((nodeId) => {
+        const p = paths(nodeId);
+        const own = ports.get(nodeId)!;
+        return writeServerProperties(p.propsPath, {
+          dataDir: p.dir,
+          kraftDir: p.kraftDir,
+          partitions,
+          nodeId,
+          port: own.port,
+          controllerPort: own.controllerPort,
+          voters: nodeIds.map((id) => ({ nodeId: id, controllerPort: ports.get(id)!.controllerPort })),
+        });
+      }),
+    );
+  await writeAll();
+  await Promise.all(
+    nodeIds.map(async (nodeId) => {
+      const p = paths(nodeId);
+      const formatted = await readClusterId(p.kraftDir);
+      if (formatted !== undefined && formatted !== clusterId) {
+        throw new Error(`${p.kraftDir} belongs to cluster ${formatted}, not ${clusterId}; delete ${dataDir} to start afresh`);
+      }
+      if (formatted === undefined) await formatStorage(java, libsDir, p.propsPath, clusterId, false);
+    }),
+  );
+
+  const running = new Map<number, LocalBroker>();
+  const launchNode = (nodeId: number): Promise<LocalBroker> => {
+    const p = paths(nodeId);
+    return launch({
+      java,
+      libsDir,
+      propsPath: p.propsPath,
+      logsDir: p.logsDir,
+      logFile: p.logFile,
+      stdoutFile: p.stdoutFile,
+      dataDir: p.dir,
+      heapMb,
+      port: ports.get(nodeId)!.port,
+      nodeId,
+      readyTimeoutMs: CLUSTER_READY_TIMEOUT_MS,
+    });
+  };
+  const saveState = () =>
+    writeClusterState(statePath, {
+      clusterId,
+      nodes: nodeIds.map((nodeId) => ({ nodeId, ...ports.get(nodeId)!, pid: running.get(nodeId)?.pid })),
+    });
+
+  const startedAt = performance.now();
+  for (let attempt = 1; ; attempt++) {
+    // All at once: no node is ready before a majority of controllers elects a leader.
+    const results = await Promise.allSettled(nodeIds.map(launchNode));
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (!failed) {
+      results.forEach((r, i) => running.set(nodeIds[i]!, (r as PromiseFulfilledResult<LocalBroker>).value));
+      break;
+    }
+    await Promise.all(results.map((r) => (r.status === 'fulfilled' ? r.value.stop() : undefined)));
+    const portTaken = results.some((r) => r.status === 'rejected' && r.reason instanceof PortInUseError);
+    if (!portTaken || attempt >= BIND_ATTEMPTS) throw failed.reason;
+    log(`port taken while the cluster started, retrying on new ports: ${String(failed.reason?.message ?? failed.reason).split('\n')[0]}`);
+    ports = await choosePortSet(nodeIds, undefined);
+    await writeAll();
+  }
+  await saveState();
+  const brokers = nodeIds.map((nodeId) => `127.0.0.1:${ports.get(nodeId)!.port}`);
+  log(
+    `local Kafka ${KAFKA_VERSION} cluster of ${size} nodes ready at ${brokers.join(',')} in ${((performance.now() - startedAt) / 1000).toFixed(1)} s (data ${dataDir})`,
+  );
+
+  const isUp = (nodeId: number): boolean => {
+    const b = running.get(nodeId);
+    return b !== undefined && brokersByDataDir.has(paths(nodeId).dir) && isAlive(b.pid);
+  };
+  const describe = (nodeId: number): LocalClusterNode => {
+    const p = paths(nodeId);
+    const up = isUp(nodeId);
+    return { nodeId, ...ports.get(nodeId)!, pid: up ? running.get(nodeId)?.pid : undefined, running: up, dataDir: p.dir, logFile: p.logFile };
+  };
+  const down = async (nodeId: number, how: 'kill' | 'stop'): Promise<void> => {
+    const b = running.get(nodeId);
+    paths(nodeId);
+    if (!b) return;
+    if (how === 'kill') b.kill();
+    else await b.stop();
+    // kill() does not wait; the tracked exit does (SIGKILL: milliseconds).
+    await waitForBrokerStartedHere(paths(nodeId).dir);
+    running.delete(nodeId);
+    await saveState();
+  };
+
+  return {
+    brokers,
+    size,
+    clusterId,
+    dataDir,
+    nodes: () => nodeIds.map(describe),
+    node: describe,
+    kill: (nodeId) => down(nodeId, 'kill'),
+    stopNode: (nodeId) => down(nodeId, 'stop'),
+    async restart(nodeId) {
+      paths(nodeId);
+      if (isUp(nodeId)) throw new Error(`node ${nodeId} is running; kill() or stopNode() it first`);
+      await waitForBrokerStartedHere(paths(nodeId).dir);
+      const t = performance.now();
+      // Same ports: they are in every node's voter list and in clients' bootstrap lists.
+      running.set(nodeId, await launchNode(nodeId));
+      await saveState();
+      log(`node ${nodeId} back at 127.0.0.1:${ports.get(nodeId)!.port} in ${((performance.now() - t) / 1000).toFixed(1)} s (pid ${running.get(nodeId)!.pid})`);
+    },
+    async stop() {
+      // At once: stopping one by one would leave the last nodes without a
+      // controller majority, and their controlled shutdown would wait for one.
+      await Promise.all([...running.values()].map((b) => b.stop()));
+      running.clear();
+      await saveState();
+    },
+  };
+}
+
+async function choosePortSet(
+  nodeIds: number[],
+  previous: ClusterState | undefined,
+): Promise<Map<number, { port: number; controllerPort: number }>> {
+  if (previous) {
+    const all = previous.nodes.flatMap((n) => [n.port, n.controllerPort]);
+    const free = await Promise.all(all.map(isPortFree));
+    if (free.every(Boolean)) return new Map(previous.nodes.map((n) => [n.nodeId, { port: n.port, controllerPort: n.controllerPort }]));
+  }
+  // Every listener is held at once so that all the ports differ.
+  const servers = await Promise.all(nodeIds.flatMap(() => [listenOnFreePort(), listenOnFreePort()]));
+  const numbers = servers.map((server) => (server.address() as net.AddressInfo).port);
+  await Promise.all(servers.map((server) => new Promise((resolve) => server.close(resolve))));
+  return new Map(nodeIds.map((nodeId, i) => [nodeId, { port: numbers[2 * i]!, controllerPort: numbers[2 * i + 1]! }]));
+}
+
+async function readClusterState(statePath: string): Promise<ClusterState | undefined> {
+  try {
+    return JSON.parse(await readFile(statePath, 'utf8')) as ClusterState;
+  } catch {
+    return undefined;
+  }
+}
+
+async function writeClusterState(statePath: string, state: ClusterState): Promise<void> {
+  const temp = `${statePath}.${process.pid}.tmp`;
+  await writeFile(temp, `${JSON.stringify(state, null, 2)}\n`);
+  await rename(temp, statePath);
+}
+
 class PortInUseError extends Error {}
 
 type LaunchOptions = {
@@ -286,9 +558,13 @@ type LaunchOptions = {
   dataDir: string;
   heapMb: number;
   port: number;
+  /** In a cluster: ready also means this node is registered and unfenced (listed in metadata). */
+  nodeId?: number;
+  readyTimeoutMs?: number;
 };
 
 async function launch(o: LaunchOptions): Promise<LocalBroker> {
+  const readyTimeoutMs = o.readyTimeoutMs ?? READY_TIMEOUT_MS;
   // Only this start's part of the appended log files belongs in an error.
   const logOffset = await fileSize(o.logFile);
   const stdoutOffset = await fileSize(o.stdoutFile);
@@ -346,7 +622,7 @@ async function launch(o: LaunchOptions): Promise<LocalBroker> {
     `${what}\n--- ${o.logFile} ---\n${tail(await readFrom(o.logFile, logOffset), 40)}\n--- ${o.stdoutFile} ---\n${tail(await readFrom(o.stdoutFile, stdoutOffset), 20)}`;
 
   const ready = await Promise.race([
-    waitUntilReady(brokers, o.port, Date.now() + READY_TIMEOUT_MS, () => exitInfo !== undefined),
+    waitUntilReady(brokers, o.port, Date.now() + readyTimeoutMs, () => exitInfo !== undefined, o.nodeId),
     exited.then(() => false),
     spawnFailed,
   ]);
@@ -354,7 +630,7 @@ async function launch(o: LaunchOptions): Promise<LocalBroker> {
     if (exitInfo === undefined) {
       child.kill('SIGKILL');
       await exited;
-      throw new Error(await describeFailure(`Kafka broker did not become ready within ${READY_TIMEOUT_MS / 1000} s`));
+      throw new Error(await describeFailure(`Kafka broker did not become ready within ${readyTimeoutMs / 1000} s`));
     }
     const info = exitInfo as { code: number | null; signal: NodeJS.Signals | null };
     const message = await describeFailure(
@@ -392,7 +668,13 @@ async function launch(o: LaunchOptions): Promise<LocalBroker> {
   };
 }
 
-async function waitUntilReady(brokers: string[], port: number, deadline: number, hasExited: () => boolean): Promise<boolean> {
+async function waitUntilReady(
+  brokers: string[],
+  port: number,
+  deadline: number,
+  hasExited: () => boolean,
+  nodeId?: number,
+): Promise<boolean> {
   while (Date.now() < deadline && !hasExited()) {
     // A plain TCP probe first keeps kafkajs from logging connection errors
     // for the second or two before the listener exists.
@@ -408,7 +690,8 @@ async function waitUntilReady(brokers: string[], port: number, deadline: number,
       try {
         await admin.connect();
         const cluster = await admin.describeCluster();
-        if (cluster.brokers.length > 0 && (await partitionsAreServed(admin))) return true;
+        const registered = nodeId === undefined ? cluster.brokers.length > 0 : cluster.brokers.some((b) => b.nodeId === nodeId);
+        if (registered && (await partitionsAreServed(admin))) return true;
       } catch {
         // Not ready yet: the listener accepts before the broker is unfenced,
         // and after a restart partitions get their leader a moment later.
@@ -513,7 +796,13 @@ function findJava(): string {
   return 'java';
 }
 
-async function formatStorage(java: string, libsDir: string, propsPath: string, clusterId: string): Promise<void> {
+/**
+ * Formats a KRaft log directory. A single node bootstraps a dynamic quorum of
+ * itself (`--standalone`); a cluster node lists its voters statically in
+ * `controller.quorum.voters`, so every node is formatted alike with the one
+ * cluster id and no quorum flag.
+ */
+async function formatStorage(java: string, libsDir: string, propsPath: string, clusterId: string, standalone = true): Promise<void> {
   const args = [
     '-Xmx256m',
     `-Dlog4j2.configurationFile=${LOG4J2_CONFIG}`,
@@ -526,29 +815,66 @@ async function formatStorage(java: string, libsDir: string, propsPath: string, c
     clusterId,
     '-c',
     propsPath,
-    '--standalone',
+    ...(standalone ? ['--standalone'] : []),
     // Formatting an already formatted directory is then a no-op, which keeps
     // the data of earlier runs.
     '--ignore-formatted',
   ];
-  const result = spawnSync(java, args, { encoding: 'utf8', timeout: 60_000 });
+  // Asynchronous, so that a cluster's nodes are formatted side by side.
+  const result = await new Promise<{ status: number | null; output: string; error?: NodeJS.ErrnoException }>((resolve) => {
+    let output = '';
+    const child = spawn(java, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+    child.once('error', (error: NodeJS.ErrnoException) => {
+      clearTimeout(timer);
+      resolve({ status: null, output, error });
+    });
+    child.once('exit', (status) => {
+      clearTimeout(timer);
+      resolve({ status, output });
+    });
+  });
   if (result.error) {
-    const err = result.error as NodeJS.ErrnoException;
-    throw err.code === 'ENOENT' ? new Error(`Java 17+ is needed to run the Kafka broker, but ${java} was not found`) : err;
+    throw result.error.code === 'ENOENT' ? new Error(`Java 17+ is needed to run the Kafka broker, but ${java} was not found`) : result.error;
   }
   if (result.status !== 0) {
-    throw new Error(`formatting KRaft storage failed (exit ${result.status}):\n${tail(`${result.stdout}${result.stderr}`, 30)}`);
+    throw new Error(`formatting KRaft storage failed (exit ${result.status}):\n${tail(result.output, 30)}`);
   }
 }
 
-type ServerSettings = { dataDir: string; kraftDir: string; partitions: number; port: number; controllerPort: number };
+type ServerSettings = {
+  dataDir: string;
+  kraftDir: string;
+  partitions: number;
+  port: number;
+  controllerPort: number;
+  /** 1 for a single broker. */
+  nodeId?: number;
+  /** Every node's controller port in a cluster; absent for a single node. */
+  voters?: { nodeId: number; controllerPort: number }[];
+};
+
+/**
+ * Replication of the internal topics and the broker defaults: 3 replicas and
+ * `min.insync.replicas` 2 from three nodes on (acks=-1 then survives one
+ * node down), otherwise as many replicas as there are nodes and 1.
+ */
+function replicationOf(nodes: number): { factor: number; minIsr: number } {
+  const factor = Math.min(3, nodes);
+  return { factor, minIsr: factor >= 3 ? 2 : 1 };
+}
 
 async function writeServerProperties(propsPath: string, s: ServerSettings): Promise<void> {
+  const { factor, minIsr } = replicationOf(s.voters?.length ?? 1);
   const lines = [
     '# Written by infra/kafka/local-broker.ts on every start; edits are overwritten.',
     'process.roles=broker,controller',
-    'node.id=1',
-    `controller.quorum.bootstrap.servers=127.0.0.1:${s.controllerPort}`,
+    `node.id=${s.nodeId ?? 1}`,
+    s.voters
+      ? `controller.quorum.voters=${s.voters.map((v) => `${v.nodeId}@127.0.0.1:${v.controllerPort}`).join(',')}`
+      : `controller.quorum.bootstrap.servers=127.0.0.1:${s.controllerPort}`,
     `listeners=PLAINTEXT://127.0.0.1:${s.port},CONTROLLER://127.0.0.1:${s.controllerPort}`,
     `advertised.listeners=PLAINTEXT://127.0.0.1:${s.port}`,
     'controller.listener.names=CONTROLLER',
@@ -556,18 +882,20 @@ async function writeServerProperties(propsPath: string, s: ServerSettings): Prom
     'listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT',
     `log.dirs=${s.kraftDir}`,
     `num.partitions=${s.partitions}`,
-    'default.replication.factor=1',
-    'min.insync.replicas=1',
-    'offsets.topic.replication.factor=1',
+    `default.replication.factor=${factor}`,
+    `min.insync.replicas=${minIsr}`,
+    `offsets.topic.replication.factor=${factor}`,
     // The default of 50 partitions makes the first consumer group noticeably slower to start.
     'offsets.topic.num.partitions=10',
-    'transaction.state.log.replication.factor=1',
-    'transaction.state.log.min.isr=1',
-    'share.coordinator.state.topic.replication.factor=1',
-    'share.coordinator.state.topic.min.isr=1',
+    `transaction.state.log.replication.factor=${factor}`,
+    `transaction.state.log.min.isr=${minIsr}`,
+    `share.coordinator.state.topic.replication.factor=${factor}`,
+    `share.coordinator.state.topic.min.isr=${minIsr}`,
     // After a crash the restarted controller still holds the dead
     // incarnation's registration and only accepts the new one once that
-    // session expires: 9 s by default, which is most of a restart.
+    // session expires: 9 s by default, which is most of a restart. In a
+    // cluster the same timeout is how soon a killed node is fenced, i.e.
+    // leaves every ISR and hands over its leaderships.
     'broker.heartbeat.interval.ms=500',
     'broker.session.timeout.ms=3000',
     'group.initial.rebalance.delay.ms=0',
@@ -582,6 +910,18 @@ async function writeServerProperties(propsPath: string, s: ServerSettings): Prom
     'log.cleaner.dedupe.buffer.size=16777216',
     'log.cleaner.io.buffer.size=524288',
     'log.cleaner.backoff.ms=1000',
+    ...(s.voters
+      ? [
+          // Three JVMs share a small machine: fewer threads than the defaults (3, 8, 10).
+          'num.network.threads=2',
+          'num.io.threads=4',
+          'background.threads=4',
+          'transaction.state.log.num.partitions=10',
+          // A follower that is alive but stops fetching leaves the ISR after
+          // 10 s instead of 30 s (a killed one leaves sooner, when fenced).
+          'replica.lag.time.max.ms=10000',
+        ]
+      : []),
     '',
   ];
   await writeFile(propsPath, lines.join('\n'));

@@ -41,7 +41,8 @@ export function topicNames(prefix = ''): Topics {
  * Topic definitions. Player events are the source of truth the read model is
  * rebuilt from, so they are kept (retention -1) until an operator decides
  * otherwise; config topics are compacted: the latest record per key wins and
- * a tombstone deletes.
+ * a tombstone deletes. Replication (`replicationFactor: -1`) is left to
+ * {@link ensureTopics}, which sizes it to the cluster it creates them on.
  */
 export function topicDefinitions(topics: Topics, partitions: number): ITopicConfig[] {
   const compacted = (topic: string): ITopicConfig => ({
@@ -96,10 +97,47 @@ export function topicDefinitions(topics: Topics, partitions: number): ITopicConf
 }
 
 /**
+ * Replication for a cluster of `brokers` brokers: three replicas and
+ * `min.insync.replicas` 2 from three brokers on, so an acks=-1 write (the
+ * intake's transactions, every producer here) is on two brokers before it is
+ * acknowledged and goes on while one broker is down; on smaller clusters one
+ * replica per broker and 1.
+ */
+export function replicationFor(brokers: number): { replicationFactor: number; minInsyncReplicas: number } {
+  const replicationFactor = Math.max(1, Math.min(3, Math.floor(brokers)));
+  return { replicationFactor, minInsyncReplicas: replicationFactor >= 3 ? 2 : 1 };
+}
+
+/**
+ * The definitions with replication filled in for a cluster of `brokers`
+ * brokers where a definition leaves it open (`replicationFactor` -1 or unset,
+ * no replica assignment); a `min.insync.replicas` a definition sets itself is
+ * kept.
+ */
+export function withReplication(defs: ITopicConfig[], brokers: number): ITopicConfig[] {
+  const { replicationFactor, minInsyncReplicas } = replicationFor(brokers);
+  return defs.map((d) => {
+    if ((d.replicationFactor !== undefined && d.replicationFactor !== -1) || (d.replicaAssignment?.length ?? 0) > 0) return d;
+    const entries = d.configEntries ?? [];
+    const own = entries.some((e) => e.name === 'min.insync.replicas');
+    return {
+      ...d,
+      replicationFactor,
+      configEntries: own ? entries : [...entries, { name: 'min.insync.replicas', value: String(minInsyncReplicas) }],
+    };
+  });
+}
+
+/**
  * Creates missing topics; existing ones are left as they are. Several
  * processes may start at once against one cluster: a create that loses the
  * race, or whose leaders are still being elected, is retried until every
- * topic is listed with a leader for each partition.
+ * topic is listed with a leader for each partition. Replication left open is
+ * sized to the brokers the cluster lists now ({@link replicationFor}).
+ *
+ * NOTE: a broker that is down when the topics are first created is not
+ * counted; topics then get fewer replicas, which a later start does not
+ * change (kafka-reassign-partitions can).
  */
 export async function ensureTopics(admin: Admin, defs: ITopicConfig[], timeoutMs = 60_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -107,7 +145,10 @@ export async function ensureTopics(admin: Admin, defs: ITopicConfig[], timeoutMs
     try {
       const existing = new Set(await admin.listTopics());
       const missing = defs.filter((d) => !existing.has(d.topic));
-      if (missing.length > 0) await admin.createTopics({ topics: missing, waitForLeaders: true });
+      if (missing.length > 0) {
+        const { brokers } = await admin.describeCluster();
+        await admin.createTopics({ topics: withReplication(missing, brokers.length), waitForLeaders: true });
+      }
       const { topics } = await admin.fetchTopicMetadata({ topics: defs.map((d) => d.topic) });
       if (topics.every((t) => t.partitions.length > 0 && t.partitions.every((p) => p.leader >= 0))) return;
     } catch (err) {
