@@ -185,11 +185,18 @@ export async function startFanout(deps: FanoutDeps) {
     value: encode('webhook-attempt', attemptRecord(d, now(), fields)),
   });
 
+  const securityLogged = new Map<string, number>();
   const securityEvent = (dest: DestinationRecord, eventId: string, eventName: string): { topic: string; messages: Message[] } => {
     const kind = dest.kind === 'integration' ? 'integration_missing_webhook_secret' : 'webhook_missing_secret';
     deps.metrics.securityEvents.inc({ kind });
-    // Only the host: never the URL's path or query, never a secret.
-    log.warn({ kind, tenant_id: dest.tenant_id, endpoint_id: dest.id, host: hostOf(dest.url) }, 'security_event');
+    // Only the host: never the URL's path or query, never a secret. Once a
+    // minute per destination: every skipped event is a record on the
+    // security topic and a count in /metrics, not a log line.
+    const t = now();
+    if ((securityLogged.get(dest.id) ?? 0) + 60_000 <= t) {
+      securityLogged.set(dest.id, t);
+      log.warn({ kind, tenant_id: dest.tenant_id, endpoint_id: dest.id, host: hostOf(dest.url) }, 'security_event');
+    }
     const record: SecurityEventRecord = {
       id: uuidV5(`security:${dest.id}`, eventId),
       kind,
