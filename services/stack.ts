@@ -65,7 +65,13 @@ export async function startStack(config: Config, log: Logger): Promise<Stack> {
   const extraCaPem = config.WEBHOOK_CA_FILE ? readFileSync(config.WEBHOOK_CA_FILE, 'utf8') : undefined;
   const services = new Set(config.SERVICES);
   const stoppers: Stoppable[] = [];
+  // Shutdown has SHUTDOWN_TIMEOUT_MS in all (services/main.ts exits after it):
+  // consumers get shares of what remains to finish work in flight, leaving
+  // time to commit and close clients.
+  let shutdownDeadline = Number.POSITIVE_INFINITY;
+  const drainBudget = (share: number) => Math.max(200, Math.floor((shutdownDeadline - Date.now()) * share));
   const stopAll = async () => {
+    shutdownDeadline = Date.now() + Math.floor(config.SHUTDOWN_TIMEOUT_MS * 0.8);
     for (const s of stoppers.reverse()) {
       try {
         await s.stop();
@@ -149,8 +155,6 @@ export async function startStack(config: Config, log: Logger): Promise<Stack> {
             : {},
       },
     ];
-    // Consumers get a share of the shutdown budget to finish their work; the rest closes clients.
-    const drainMs = Math.max(500, Math.floor(config.SHUTDOWN_TIMEOUT_MS * 0.5));
 
     let projector: Awaited<ReturnType<typeof startProjector>> | undefined;
     if (services.has('projector')) {
@@ -169,7 +173,7 @@ export async function startStack(config: Config, log: Logger): Promise<Stack> {
       });
       const p = projector;
       for (const c of p.consumers) lag.watch(c.groupId, [...c.topics]);
-      stoppers.push({ name: 'projector', stop: () => p.stop(drainMs) });
+      stoppers.push({ name: 'projector', stop: () => p.stop(drainBudget(0.6)) });
       health.push({ name: 'projector', problems: () => p.health() });
     }
 
@@ -201,7 +205,7 @@ export async function startStack(config: Config, log: Logger): Promise<Stack> {
         producerFailuresUnhealthy: config.PRODUCER_FAILURES_UNHEALTHY,
       });
       for (const c of fanout.consumers) lag.watch(c.groupId, [...c.topics]);
-      stoppers.push({ name: 'fanout', stop: () => fanout.stop(drainMs) });
+      stoppers.push({ name: 'fanout', stop: () => fanout.stop(drainBudget(0.4)) });
       health.push({ name: 'fanout', problems: () => fanout.health() });
     }
 
