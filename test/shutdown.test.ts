@@ -2,7 +2,10 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Kafka, logLevel } from 'kafkajs';
 import { afterAll, describe, expect, inject, it } from 'vitest';
+import { topicNames } from '../shared/kafka/topics.ts';
+import { startHttpsReceiver } from './helpers/https-receiver.ts';
 import { startServiceProcess, waitForExit } from './helpers/process.ts';
 import { eventually } from './helpers/stack.ts';
 
@@ -61,6 +64,98 @@ describe('graceful shutdown', () => {
     } finally {
       proc.child.kill('SIGTERM');
       await new Promise((r) => proc.child.once('exit', r));
+    }
+  });
+
+  it('within SHUTDOWN_TIMEOUT_MS with an attempt hanging on a destination, deliveries waiting in a retry tier and poison on the topics; nothing lost after restart', async () => {
+    const SHUTDOWN_TIMEOUT_MS = 8000;
+    const rx = await startHttpsReceiver();
+    let healthy = false;
+    const seen = new Map<string, number>();
+    rx.setBehaviour((req) => {
+      if (healthy) return { status: 200 };
+      if (req.path === '/hang') return { status: 200, delayMs: 120_000 };
+      const id = String(req.headers['x-player-delivery-id']);
+      seen.set(id, (seen.get(id) ?? 0) + 1);
+      return { status: seen.get(id) === 1 ? 500 : 200 };
+    });
+    const dir = mkdtempSync(join(tmpdir(), 'va-term-states-'));
+    const prefix = `s${randomBytes(4).toString('hex')}.`;
+    const env = {
+      KAFKA_BROKERS: inject('kafkaBrokers').join(','),
+      KAFKA_TOPIC_PREFIX: prefix,
+      KAFKA_TOPIC_PARTITIONS: '3',
+      DATA_DIR: dir,
+      ADMIN_TOKEN: `adm_${randomBytes(16).toString('hex')}`,
+      LOG_LEVEL: 'info',
+      SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS),
+      WEBHOOK_TIMEOUT_MS: '60000',
+      WEBHOOK_RETRY_DELAYS_S: '4,4,4',
+      WEBHOOK_CA_FILE: rx.caFile,
+      WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8',
+      ...(inject('clickhouseUrl') ? { CLICKHOUSE_URL: inject('clickhouseUrl')!, CLICKHOUSE_DATABASE: `db_${randomBytes(4).toString('hex')}` } : {}),
+    };
+    const kafka = new Kafka({ clientId: 'poison-writer', brokers: inject('kafkaBrokers'), logLevel: logLevel.NOTHING });
+    const producer = kafka.producer();
+    await producer.connect();
+    let proc = await startServiceProcess(env);
+    try {
+      const call = async (method: string, path: string, body?: unknown) => {
+        const r = await fetch(`${proc.url}/admin/v1${path}`, {
+          method,
+          headers: { authorization: `Bearer ${env.ADMIN_TOKEN}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+          body: body ? JSON.stringify(body) : undefined,
+        });
+        return (await r.json()) as any;
+      };
+      const tenant = await call('POST', '/tenants', { name: 'states' });
+      const video = await call('POST', `/tenants/${tenant.id}/videos`, { title: 'v', duration_sec: 60 });
+      const hang = await call('POST', `/tenants/${tenant.id}/destinations`, { name: 'hang', url: rx.url('/hang'), events: ['video_play'] });
+      const retry = await call('POST', `/tenants/${tenant.id}/destinations`, { name: 'retry', url: rx.url('/retry'), events: ['video_play'] });
+      // Poison on the player-event topic and on the first retry tier.
+      const topics = topicNames(prefix);
+      for (const topic of [topics.playerEvents, topics.retry1]) {
+        await producer.send({ topic, messages: [{ key: 'poison', value: Buffer.from('garbage') }, { key: 'poison', value: Buffer.alloc(0) }] });
+      }
+      const res = await fetch(`${proc.url}/v1/collect`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-player-key': tenant.player_key },
+        body: JSON.stringify({ events: [{ event_name: 'video_play', video_id: video.id, session_id: 'ses_states', visitor_id: 'vis_states', current_time: 0, duration: 60, watched_percentage: 0 }] }),
+      });
+      expect(res.status).toBe(202);
+      // One attempt is hanging on '/hang'; the other failed and waits in the first retry tier.
+      await eventually(async () => (rx.to('/hang').length >= 1 && rx.to('/retry').length >= 1 ? true : undefined), 30_000, 100);
+      const list = await eventually(async () => {
+        const l = await call('GET', `/tenants/${tenant.id}/deliveries?destination_id=${retry.id}`);
+        return l.data?.[0]?.status === 'retrying' ? l : undefined;
+      }, 20_000, 100);
+      expect(list.data[0].attempt_count).toBe(1);
+
+      const started = Date.now();
+      proc.child.kill('SIGTERM');
+      const code = await waitForExit(proc.child, proc.output, SHUTDOWN_TIMEOUT_MS + 5000);
+      const tookMs = Date.now() - started;
+      console.log(`shutdown with an attempt hanging, a delivery in a retry tier and poison on two topics: ${tookMs} ms (limit ${SHUTDOWN_TIMEOUT_MS} ms)`);
+      expect(code).toBe(0);
+      expect(proc.output()).toContain('"msg":"shutdown_complete"');
+      expect(proc.output()).not.toContain('shutdown_timed_out');
+      expect(tookMs).toBeLessThan(SHUTDOWN_TIMEOUT_MS + 1000);
+
+      // Restart: the hanging attempt was never committed, so it is made again; the retry comes due.
+      healthy = true;
+      proc = await startServiceProcess(env);
+      for (const dest of [hang, retry]) {
+        await eventually(async () => {
+          const l = await call('GET', `/tenants/${tenant.id}/deliveries?destination_id=${dest.id}`);
+          return l.data?.[0]?.status === 'succeeded' ? true : undefined;
+        }, 60_000, 250);
+      }
+    } finally {
+      proc.child.kill('SIGTERM');
+      await waitForExit(proc.child, proc.output, SHUTDOWN_TIMEOUT_MS + 5000).catch(() => proc.child.kill('SIGKILL'));
+      await producer.disconnect();
+      await rx.close();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
