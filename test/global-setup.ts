@@ -14,8 +14,11 @@ declare module 'vitest' {
 
 /**
  * One Kafka for the whole run (a local broker from Maven Central jars, or a
- * testcontainers broker where a container runtime works); every test file
- * isolates itself with its own topic prefix and its own embedded ClickHouse.
+ * testcontainers broker, ready before any test file starts, where a container
+ * runtime works); every test file isolates itself with its own topic prefix
+ * and its own embedded ClickHouse, or its own database on a ClickHouse server
+ * container (`TEST_CLICKHOUSE_IMAGE`, `embedded` for none). The first line
+ * the run prints says which it got (see infra/test/test-infrastructure.ts).
  */
 export default async function setup(project: TestProject) {
   const dataDir = mkdtempSync(join(tmpdir(), 'va-test-kafka-'));
