@@ -41,6 +41,7 @@ const playerEvent: PlayerEventRecord = {
   source: 'player',
   conversion_value: null,
   conversion_currency: null,
+  event_id_from_client: true,
 };
 
 const fixtures: [Subject, { parse(v: unknown): unknown }, object][] = [
@@ -137,14 +138,32 @@ describe('schemas', () => {
     expect(() => registry.encode('player-event', broken)).toThrow();
   });
 
-  it('reads a record written by the old v1 writer with the newer v2 reader', () => {
+  it('reads a record written by the old v1 writer with the newest reader', () => {
     const v1 = avsc('player-event.v1.avsc');
-    const { source: _s, conversion_value: _v, conversion_currency: _c, ...oldShape } = playerEvent;
+    const { source: _s, conversion_value: _v, conversion_currency: _c, event_id_from_client: _f, ...oldShape } = playerEvent;
     const body = v1.toBuffer(oldShape);
     const wire = Buffer.concat([Buffer.from([0, 0, 0, 0, 1]), body]); // magic 0, schema id 1 (v1)
     const read = registry.decode<PlayerEventRecord>('player-event', wire);
-    expect(read).toEqual({ ...oldShape, source: 'player', conversion_value: null, conversion_currency: null });
+    expect(read).toEqual({ ...oldShape, source: 'player', conversion_value: null, conversion_currency: null, event_id_from_client: false });
     expect(PlayerEventRecord.parse(read)).toEqual(read);
+  });
+
+  it('reads a record written by the v2 writer with the v3 reader: the event id counts as the server\'s', () => {
+    const v2 = avsc('player-event.v2.avsc');
+    const { event_id_from_client: _f, ...v2Shape } = { ...playerEvent, source: 'server' as const, conversion_value: 9.5, conversion_currency: 'EUR' };
+    const wire = Buffer.concat([Buffer.from([0, 0, 0, 0, 2]), v2.toBuffer(v2Shape)]); // magic 0, schema id 2 (v2)
+    const read = registry.decode<PlayerEventRecord>('player-event', wire);
+    expect(read).toEqual({ ...v2Shape, event_id_from_client: false });
+    expect(PlayerEventRecord.parse(read)).toEqual(read);
+  });
+
+  it('writes player events with v3 (id 3), and a v3 record without the flag says the server chose the id', () => {
+    expect(registry.writerId('player-event')).toBe(3);
+    const { event_id_from_client: _f, ...unflagged } = playerEvent;
+    expect(registry.decode('player-event', registry.encode('player-event', unflagged))).toEqual({ ...unflagged, event_id_from_client: false });
+    const broken = { ...playerEvent, event_id_from_client: 'yes' };
+    expect(PlayerEventRecord.safeParse(broken).success).toBe(false);
+    expect(() => registry.encode('player-event', broken)).toThrow();
   });
 
   it('refuses bytes that are not a known schema of the subject', () => {

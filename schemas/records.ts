@@ -31,6 +31,12 @@ export const PlayerEventRecord = z.object({
   source: z.enum(['player', 'server']),
   conversion_value: z.number().finite().nullable(),
   conversion_currency: nullableString,
+  /**
+   * The player chose event_id (schema v3). NOTE: optional, not defaulted: an
+   * absent value means false, exactly as the Avro default fills it in for
+   * records written before v3, and writers that predate the field still type.
+   */
+  event_id_from_client: z.boolean().optional(),
 });
 export type PlayerEventRecord = z.infer<typeof PlayerEventRecord>;
 

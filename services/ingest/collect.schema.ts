@@ -29,9 +29,27 @@ const eventName = z.string().superRefine((name, ctx) => {
   });
 });
 
+/**
+ * The player's own id of an event: its idempotency key. A UUID of RFC 9562
+ * versions 1–8 (v4 or v7 are the usual choices); case is ignored. NOTE: the
+ * pattern leaves out the nil and max UUIDs that z.uuid() lets through: a
+ * player that sent such a constant would have every event after the first
+ * taken for a retry of it.
+ */
+export const ClientEventId = z
+  .stringFormat('uuid', /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-8][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}$/, {
+    error: 'must be a UUID (RFC 9562, version 1–8; not the nil or max UUID)',
+  })
+  .meta({
+    description:
+      'Your own UUID for this event (RFC 9562 version 1–8, e.g. v4 or v7; case-insensitive; unique within the request), generated once when the event happens and sent again unchanged on every retry, so a retried request never records the event twice. Without it the server assigns one, and a retry of a request whose answer was lost can record its events twice.',
+    example: '0192f0c4-8f3e-7b6a-9d2e-5c4b3a291807',
+  });
+
 /** One event as the player sends it to /v1/collect. */
 export const CollectEvent = z
   .object({
+    event_id: ClientEventId.optional(),
     event_name: eventName.meta({ description: 'An active event name of spec 6.1, or the signals heartbeat and seek' }),
     video_id: VideoIdParam,
     session_id: SessionId,
@@ -68,7 +86,22 @@ export const CollectEvent = z
 export type CollectEvent = z.infer<typeof CollectEvent>;
 
 export const CollectBody = z.object({
-  events: z.array(CollectEvent).min(1).max(MAX_EVENTS_PER_REQUEST),
+  events: z
+    .array(CollectEvent)
+    .min(1)
+    .max(MAX_EVENTS_PER_REQUEST)
+    .superRefine((events, ctx) => {
+      // Two events of one request cannot be one event: the second would be
+      // taken for a retry of the first and dropped.
+      const first = new Map<string, number>();
+      events.forEach((e, i) => {
+        if (e.event_id === undefined) return;
+        const id = e.event_id.toLowerCase();
+        const seen = first.get(id);
+        if (seen === undefined) first.set(id, i);
+        else ctx.addIssue({ code: 'custom', path: [i, 'event_id'], message: `repeats the event_id of events.${seen}; every event needs its own` });
+      });
+    }),
 });
 
 export const CollectQuery = z.object({

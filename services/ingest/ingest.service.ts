@@ -113,7 +113,7 @@ export function startIngest(deps: IngestDeps): { stop(): Promise<void> } {
         tags: ['intake'],
         summary: 'Player event intake',
         description:
-          'Takes 1–500 player events. Answers 202 once Kafka acknowledged all of them, 503 (nothing accepted) when it cannot. Accepts application/json, or text/plain with ?key= for navigator.sendBeacon.',
+          'Takes 1–500 player events. Answers 202 once Kafka acknowledged all of them, 503 (nothing accepted) when it cannot. Accepts application/json, or text/plain with ?key= for navigator.sendBeacon. Events that carry their own event_id are idempotent: resend the same request after a 503, a 5xx or a timeout and each event is still recorded once.',
         security: [{ playerKey: [] }],
         querystring: CollectQuery,
         body: CollectBody,
@@ -133,7 +133,10 @@ export function startIngest(deps: IngestDeps): { stop(): Promise<void> } {
   function toRecord(e: CollectEvent, tenantId: string, received: number, i: number): PlayerEventRecord {
     const video = videoOf(tenantId, e.video_id, `body.events.${i}.video_id`);
     return {
-      event_id: newId(),
+      // A retried request carries the player's ids again; the projector keeps
+      // one event per (tenant, id): services/projector/event-dedupe.ts.
+      event_id: e.event_id?.toLowerCase() ?? newId(),
+      event_id_from_client: e.event_id !== undefined,
       tenant_id: tenantId,
       video_id: video.id,
       session_id: e.session_id,
@@ -179,6 +182,7 @@ export function startIngest(deps: IngestDeps): { stop(): Promise<void> } {
       const video = videoOf(tenantId, b.video_id, 'body.video_id');
       const record: PlayerEventRecord = {
         event_id: newId(),
+        event_id_from_client: false,
         tenant_id: tenantId,
         video_id: video.id,
         // NOTE: a conversion without a session is keyed to one synthetic

@@ -8,6 +8,7 @@ export function eventRow(e: PlayerEventRecord) {
     video_id: e.video_id,
     timestamp: chTime(e.timestamp),
     event_id: e.event_id,
+    event_id_from_client: e.event_id_from_client ?? false,
     event_name: e.event_name,
     session_id: e.session_id,
     visitor_id: e.visitor_id,

@@ -8,6 +8,7 @@ import { recordDecoder } from '../../shared/kafka/poison.ts';
 import type { Topics } from '../../shared/kafka/topics.ts';
 import type { Logger } from '../../shared/logger.ts';
 import type { Metrics } from '../../shared/metrics.ts';
+import { dedupeRetriedEvents } from './event-dedupe.ts';
 import { eventRow } from './event-rows.ts';
 
 export interface ProjectorDeps {
@@ -55,7 +56,7 @@ export async function startProjector(deps: ProjectorDeps) {
     decode: recordDecoder(deps.registry, 'player-event', PlayerEventRecord),
     maxMessages: deps.maxRows,
     handle: async (items) => {
-      const rows = values(items).map(eventRow);
+      const rows = await dedupeRetriedEvents(deps.clickhouse, values(items).map(eventRow), log);
       if (rows.length > 0) await insert('events', rows);
       deps.metrics.batchSize.observe(rows.length);
     },
