@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -150,9 +150,11 @@ describe('no loss, no duplicates', () => {
 
     broker = await startLocalBroker({ dataDir: brokerDir, partitions: 3 });
     expect(broker.brokers).toEqual(s.stack.kafkaBrokers);
-    // Intake recovers once the broker is back.
+    // Intake recovers once the broker is back. The retries carry the same
+    // event_id: a 503 whose transaction did commit must not double the event.
+    const afterId = randomUUID();
     await eventually(async () => {
-      const res = await s.collect(t.player_key, [{ event_name: 'video_play', video_id: t.videoId, visitor_id: 'vis_after' }]);
+      const res = await s.collect(t.player_key, [{ event_name: 'video_play', video_id: t.videoId, visitor_id: 'vis_after', event_id: afterId }]);
       return res.status === 202 ? true : undefined;
     }, 60_000, 500);
     const served = await eventually(async () => {
