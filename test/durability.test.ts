@@ -98,7 +98,10 @@ describe('no loss, no duplicates', () => {
     await stream.stop();
     const acked = new Set(stream.acked());
     expect(acked.size).toBeGreaterThanOrEqual(600);
-    expect(stream.statuses().every((s) => s === 202 || s === 0)).toBe(true);
+    // 202 (recorded), 0 (connection cut by the kill: not acknowledged) or, on
+    // a machine too loaded to commit within INGEST_PRODUCE_TIMEOUT_MS, 503
+    // (nothing acknowledged); never any other answer.
+    expect(stream.statuses().filter((s) => s !== 202 && s !== 0 && s !== 503)).toEqual([]);
 
     proc = await startServiceProcess(env);
     const read = async () => {
