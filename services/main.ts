@@ -1,3 +1,4 @@
+import { resolve } from 'node:path';
 import { ConfigError, loadConfig } from '../shared/config.ts';
 import { createLogger } from '../shared/logger.ts';
 import { startStack } from './stack.ts';
@@ -24,7 +25,8 @@ async function main(): Promise<void> {
   const log = createLogger({ level: config.LOG_LEVEL });
   const stack = await startStack(config, log);
 
-  const tokenSource = config.ADMIN_TOKEN ? 'from ADMIN_TOKEN' : `stored in ${config.DATA_DIR}/admin-token`;
+  // NOTE: never the token itself: stdout ends up in log collectors and terminal scrollback.
+  const tokenSource = config.ADMIN_TOKEN ? 'from the ADMIN_TOKEN environment variable' : `stored in ${resolve(config.DATA_DIR, 'admin-token')}`;
   process.stdout.write(
     [
       '',
@@ -37,7 +39,7 @@ async function main(): Promise<void> {
       `  Health        ${stack.url}/healthz  ${stack.url}/readyz  ${stack.url}/metrics`,
       `  Kafka         ${stack.kafkaDescribe}`,
       `  ClickHouse    ${stack.clickhouseDescribe}`,
-      `  Admin token   ${stack.adminToken}  (${tokenSource})`,
+      `  Admin token   ${tokenSource}`,
       '',
       '',
     ].join('\n'),

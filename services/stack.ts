@@ -8,7 +8,6 @@ import type { Config } from '../shared/config.ts';
 import { ConfigStore, ConfigWriter } from '../shared/config-store/config-store.ts';
 import { buildHttpApp } from '../shared/http/app.ts';
 import { apiKeyAuth } from '../shared/http/api-key-auth.ts';
-import { FixedWindowRateLimiter } from '../shared/http/rate-limit.ts';
 import { GroupCommitProducer } from '../shared/kafka/group-commit-producer.ts';
 import { createKafka, waitForCoordinator } from '../shared/kafka/kafka.ts';
 import { CoalescingSender } from '../shared/kafka/coalescing-sender.ts';
@@ -141,9 +140,15 @@ export async function startStack(config: Config, log: Logger): Promise<Stack> {
     await writer.connect();
     stoppers.push({ name: 'config-writer', stop: () => writer.disconnect() });
 
-    const app = await buildHttpApp({ log, metrics, bodyLimit: config.COLLECT_MAX_BODY_BYTES, version: VERSION });
-    const limiter = new FixedWindowRateLimiter({ limit: config.RATE_LIMIT_PER_MINUTE });
-    const auth = apiKeyAuth({ store, writer, limiter, log });
+    const app = await buildHttpApp({
+      log,
+      metrics,
+      bodyLimit: config.COLLECT_MAX_BODY_BYTES,
+      version: VERSION,
+      trustProxy: config.TRUST_PROXY,
+      rateLimit: { max: config.RATE_LIMIT_PER_MINUTE },
+    });
+    const auth = apiKeyAuth({ store, writer, log });
     // Each entry answers its problems by component name ({} when healthy); /readyz names them.
     const health: { name: string; problems: () => Record<string, string> }[] = [
       { name: 'config_store', problems: (): Record<string, string> => (store.healthy ? {} : { config_store: 'not running' }) },
@@ -231,9 +236,7 @@ export async function startStack(config: Config, log: Logger): Promise<Stack> {
       const adminProducer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
       await adminProducer.connect();
       stoppers.push({ name: 'admin-producer', stop: () => adminProducer.disconnect() });
-      httpServices.push({
-        name: 'admin',
-        ...startAdmin({
+      const admin = startAdmin({
           app,
           store,
           writer,
@@ -248,9 +251,9 @@ export async function startStack(config: Config, log: Logger): Promise<Stack> {
             maxDestinationsPerTenant: config.MAX_DESTINATIONS_PER_TENANT,
           },
           analytics: new AnalyticsRepository(clickhouse!),
-        }),
       });
-      httpServices.push({ name: 'dashboard', ...(await startDashboard({ app, adminToken, log })) });
+      httpServices.push({ name: 'admin', stop: admin.stop });
+      httpServices.push({ name: 'dashboard', ...(await startDashboard({ app, adminToken, log, admin })) });
     }
 
     lag.start();
@@ -300,7 +303,12 @@ export async function startStack(config: Config, log: Logger): Promise<Stack> {
 
 /** Reads a secret kept in the data directory, creating it (mode 0600) on first run. */
 function persistentSecret(path: string, prefix: string): string {
-  if (existsSync(path)) return readFileSync(path, 'utf8').trim();
+  if (existsSync(path)) {
+    const stored = readFileSync(path, 'utf8').trim();
+    // An empty file would make the empty string the secret (an admin token anyone can send).
+    if (stored === '') throw new Error(`${path} is empty: write a secret into it, or delete it to have one generated`);
+    return stored;
+  }
   const secret = `${prefix}${randomBytes(32).toString('base64url')}`;
   writeFileSync(path, `${secret}\n`, { mode: 0o600, flag: 'wx' });
   return secret;

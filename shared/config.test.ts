@@ -25,4 +25,13 @@ describe('configuration', () => {
       for (const name of ['PORT', 'CLICKHOUSE_URL', 'SERVICES', 'ADMIN_TOKEN']) expect(msg).toContain(name);
     }
   });
+
+  it('reads TRUST_PROXY as off, all, a hop count or the proxies\' addresses', () => {
+    expect(loadConfig({}).TRUST_PROXY).toBe(false);
+    expect(loadConfig({ TRUST_PROXY: 'false' }).TRUST_PROXY).toBe(false);
+    expect(loadConfig({ TRUST_PROXY: 'true' }).TRUST_PROXY).toBe(true);
+    expect(loadConfig({ TRUST_PROXY: '2' }).TRUST_PROXY).toBe(2);
+    expect(loadConfig({ TRUST_PROXY: '10.0.0.0/8, 192.0.2.1,::1, loopback' }).TRUST_PROXY).toEqual(['10.0.0.0/8', '192.0.2.1', '::1', 'loopback']);
+    for (const bad of ['yes', '10.0.0.0/33', 'proxy.example', '1.2.3']) expect(() => loadConfig({ TRUST_PROXY: bad }), bad).toThrow(/TRUST_PROXY/);
+  });
 });

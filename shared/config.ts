@@ -1,3 +1,5 @@
+import { isIP } from 'node:net';
+import ipaddr from 'ipaddr.js';
 import { z } from 'zod';
 
 export const SERVICE_NAMES = ['ingest', 'projector', 'fanout', 'api', 'admin'] as const;
@@ -9,6 +11,42 @@ const optionalString = z
   .optional()
   .transform((v) => (v === undefined || v.trim() === '' ? undefined : v.trim()));
 
+/** Names proxy-addr (Fastify's trustProxy) knows for address ranges. */
+const PROXY_RANGE_NAMES = ['loopback', 'linklocal', 'uniquelocal'];
+
+/**
+ * TRUST_PROXY: `false` (default), `true` (every hop: only when nothing but
+ * the proxy can reach the service), a hop count, or the proxies' addresses
+ * and CIDR ranges (comma-separated; also loopback, linklocal, uniquelocal).
+ */
+const TrustProxy = z
+  .string()
+  .default('false')
+  .transform((v, ctx): boolean | number | string[] => {
+    const t = v.trim().toLowerCase();
+    if (t === '' || t === 'false') return false;
+    if (t === 'true') return true;
+    if (/^\d+$/.test(t)) return Number(t);
+    const entries = t.split(',').map((e) => e.trim()).filter(Boolean);
+    const bad = entries.find((e) => !PROXY_RANGE_NAMES.includes(e) && !(e.includes('/') ? isCidr(e) : isIP(e) !== 0));
+    if (bad !== undefined) {
+      ctx.addIssue({ code: 'custom', message: `"${bad}" is not true, false, a hop count, an address, a CIDR range or one of ${PROXY_RANGE_NAMES.join(', ')}` });
+      return z.NEVER;
+    }
+    return entries;
+  });
+
+/** node:net judges the address (strict: no `1.2.3`), ipaddr.js the prefix. */
+function isCidr(text: string): boolean {
+  if (isIP(text.slice(0, text.indexOf('/'))) === 0) return false;
+  try {
+    ipaddr.parseCIDR(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /**
  * Every setting the service reads from its environment. Parsed once at
  * start-up by the composition root and passed down; nothing else reads
@@ -17,6 +55,7 @@ const optionalString = z
 export const ConfigSchema = z.object({
   PORT: intFrom(3000).pipe(z.number().max(65535)),
   HOST: z.string().default('127.0.0.1'),
+  TRUST_PROXY: TrustProxy,
   DATA_DIR: z.string().min(1).default('.data'),
   ADMIN_TOKEN: optionalString.pipe(z.string().min(16, 'must be at least 16 characters').optional()),
   KAFKA_BROKERS: optionalString.transform((v) => (v ? v.split(',').map((b) => b.trim()).filter(Boolean) : undefined)),

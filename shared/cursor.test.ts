@@ -26,4 +26,16 @@ describe('cursor codec', () => {
     expect(() => cursorCodec('evt', 'another-secret-entirely').decode(c)).toThrow(/not issued/);
     for (const bad of ['evt_', 'evt_abc', 'evt_a.b.c', 'xyz', '']) expect(() => codec.decode(bad)).toThrow(CursorError);
   });
+
+  it('refuses a genuine cursor with trailing or embedded junk characters', () => {
+    const c = codec.encode(['v', 1, 'x']);
+    expect(codec.decode(c)).toEqual(['v', 1, 'x']);
+    const [body, mac] = c.slice(4).split('.') as [string, string];
+    // Each of these decodes to the same bytes with Node's lenient base64url decoder.
+    for (const junk of ['A', 'x', '-', '_', '=', '==', '!', ' ', '%', '\n']) {
+      expect(() => codec.decode(`evt_${body}.${mac}${junk}`), JSON.stringify(junk)).toThrow(CursorError);
+      expect(() => codec.decode(`evt_${body}${junk}.${mac}`), JSON.stringify(junk)).toThrow(CursorError);
+    }
+    expect(() => codec.decode(`evt_${body}.${mac.slice(0, 8)}!${mac.slice(8)}`)).toThrow(CursorError);
+  });
 });

@@ -30,6 +30,10 @@ export function cursorCodec(prefix: string, secret: string): CursorCodec {
       if (!cursor.startsWith(head)) throw new CursorError(`cursor must start with ${head}`);
       const [body, sig, extra] = cursor.slice(head.length).split('.');
       if (!body || !sig || extra !== undefined) throw new CursorError('malformed cursor');
+      // NOTE: Node's base64 decoder skips characters outside the alphabet and
+      // a dangling last character, so `sig + "x"` would decode to the same
+      // MAC: only the canonical text of the bytes is accepted.
+      if (!isCanonicalBase64url(body) || !isCanonicalBase64url(sig)) throw new CursorError('malformed cursor');
       const given = Buffer.from(sig, 'base64url');
       const expected = mac(body);
       if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
@@ -44,4 +48,9 @@ export function cursorCodec(prefix: string, secret: string): CursorCodec {
       }
     },
   };
+}
+
+/** Unpadded base64url that is exactly the encoding of the bytes it decodes to. */
+function isCanonicalBase64url(text: string): boolean {
+  return /^[A-Za-z0-9_-]+$/.test(text) && Buffer.from(text, 'base64url').toString('base64url') === text;
 }

@@ -1,70 +1,33 @@
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { VideoRecord } from '../../schemas/records.ts';
-import type { App } from '../../shared/http/app.ts';
 import { Problem, isoTime } from '../../shared/http/schemas.ts';
 import { toVideoId } from '../../shared/ids.ts';
+import { RetentionCurve, Stats, TopVisitors } from './analytics.schema.ts';
 import type { AnalyticsRepository } from './analytics.repository.ts';
 
 const errors = { 401: Problem, 403: Problem, 404: Problem, 422: Problem, 429: Problem };
 
-const Stats = z
-  .object({
-    video_id: z.string(),
-    totals: z.object({
-      loads: z.number().int(),
-      views: z.number().int(),
-      plays: z.number().int(),
-      cta_shown: z.number().int(),
-      cta_clicked: z.number().int(),
-      completions: z.number().int().meta({ description: 'watched_90_percent events' }),
-      unique_visitors: z.number().int(),
-    }),
-    daily: z.array(z.object({ date: z.string(), loads: z.number().int(), views: z.number().int(), plays: z.number().int() })),
-  })
-  .meta({ id: 'VideoStats' });
-const RetentionCurve = z
-  .object({
-    video_id: z.string(),
-    duration_sec: z.number().int(),
-    viewers: z.number().int().meta({ description: 'Viewing sessions (sessions that played)' }),
-    points: z.array(z.object({ position_pct: z.number(), viewers_pct: z.number().min(0).max(100) })),
-  })
-  .meta({ id: 'RetentionCurve' });
-const TopVisitors = z
-  .object({
-    data: z.array(
-      z.object({
-        visitor_id: z.string(),
-        score: z.number().int(),
-        factors: z.object({ watched_percent: z.number(), focus_time_ratio: z.number(), cta_clicks: z.number().int(), rewinds: z.number().int() }),
-        computed_at: z.string(),
-      }),
-    ),
-  })
-  .meta({ id: 'TopVisitors' });
+export interface AnalyticsRoutesOptions {
+  /** Path of the video, relative to the mount point. */
+  base: string;
+  params: z.ZodObject;
+  tags: string[];
+  security: Record<string, string[]>[];
+  /** The video the request may read (throws 403/404 otherwise). */
+  videoOf: (req: FastifyRequest) => VideoRecord;
+  analytics: AnalyticsRepository;
+}
 
 /**
- * Per-video analytics routes, registered twice with the same handlers: under
- * /v1 (API key, rate limit) and under /admin/v1 (admin token, for the
- * dashboard).
+ * Per-video analytics routes, a plugin mounted with the same handlers in
+ * the read API (/v1, API key) and in the management routes (/admin/v1 and
+ * the dashboard); auth belongs to the plugin that mounts it.
  */
-export function registerAnalyticsRoutes(
-  app: App,
-  opts: {
-    base: string;
-    params: z.ZodObject;
-    tags: string[];
-    security: Record<string, string[]>[];
-    preValidation: (req: FastifyRequest, reply: FastifyReply) => Promise<void>;
-    /** The video the request may read (throws 403/404 otherwise). */
-    videoOf: (req: FastifyRequest) => VideoRecord;
-    analytics: AnalyticsRepository;
-  },
-): void {
+export async function analyticsRoutes(app: FastifyInstance, opts: AnalyticsRoutesOptions): Promise<void> {
   const r = app.withTypeProvider<ZodTypeProvider>();
-    const common = { tags: opts.tags, security: opts.security, params: opts.params };
+  const common = { tags: opts.tags, security: opts.security, params: opts.params };
 
   r.get(
     `${opts.base}/stats`,
@@ -75,7 +38,6 @@ export function registerAnalyticsRoutes(
         querystring: z.object({ days: z.coerce.number().int().min(1).max(366).default(30) }),
         response: { 200: Stats, ...errors },
       },
-      preValidation: opts.preValidation,
     },
     async (req) => {
       const video = opts.videoOf(req);
@@ -93,7 +55,6 @@ export function registerAnalyticsRoutes(
         description: 'Share (0–100) of viewing sessions still watching at each 5% point of the video, from milestones and heartbeats.',
         response: { 200: RetentionCurve, ...errors },
       },
-      preValidation: opts.preValidation,
     },
     async (req) => {
       const video = opts.videoOf(req);
@@ -110,7 +71,6 @@ export function registerAnalyticsRoutes(
         querystring: z.object({ limit: z.coerce.number().int().min(1).max(100).default(10) }),
         response: { 200: TopVisitors, ...errors },
       },
-      preValidation: opts.preValidation,
     },
     async (req) => {
       const video = opts.videoOf(req);

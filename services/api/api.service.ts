@@ -1,19 +1,9 @@
-import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { ZodTypeProvider } from 'fastify-type-provider-zod';
-import { z } from 'zod';
 import type { ConfigStore } from '../../shared/config-store/config-store.ts';
-import { cursorCodec } from '../../shared/cursor.ts';
-import { readCursor } from '../../shared/http/cursor-param.ts';
-import { shortName } from '../../shared/event-names.ts';
 import type { App } from '../../shared/http/app.ts';
-import { Problem, isoTime } from '../../shared/http/schemas.ts';
-import { ApiError } from '../../shared/http/errors.ts';
-import { isUuid, parseVideoId, toVideoId } from '../../shared/ids.ts';
-import { SCORE_VERSION, factorsFrom, scoreV1 } from '../../shared/score.ts';
-import { EventsQuery, ListVideosQuery, Video, VideoEvent, VideoParams, VisitorParams, VisitorScore, page } from './api.schema.ts';
+import type { ApiKeyAuth } from '../../shared/http/api-key-auth.ts';
 import type { EventsRepository } from './events.repository.ts';
 import type { AnalyticsRepository } from './analytics.repository.ts';
-import { registerAnalyticsRoutes } from './analytics.routes.ts';
+import { readApiPlugin } from './read-api.plugin.ts';
 
 export interface ApiDeps {
   app: App;
@@ -21,130 +11,18 @@ export interface ApiDeps {
   events: EventsRepository;
   analytics: AnalyticsRepository;
   cursorSecret: string;
-  apiKeyAuth: (req: FastifyRequest, reply: FastifyReply) => Promise<void>;
+  apiKeyAuth: ApiKeyAuth;
 }
-
-const errors = { 401: Problem, 403: Problem, 404: Problem, 422: Problem, 429: Problem };
 
 /** The read API of spec 4.1–4.3 under /v1, API-key auth, tenant-scoped. */
 export function startApi(deps: ApiDeps): { stop(): Promise<void> } {
-  const app = deps.app.withTypeProvider<ZodTypeProvider>();
-  const eventCursor = cursorCodec('evt', deps.cursorSecret);
-  const videoCursor = cursorCodec('cur', deps.cursorSecret);
-
-  /** The video, if the caller's tenant owns it: 404 for none, 403 for another tenant's. */
-  const ownedVideo = (tenantId: string, raw: string) => {
-    const video = deps.store.videos.get(parseVideoId(raw)!);
-    if (!video) throw new ApiError('not_found', 'no such video');
-    if (video.tenant_id !== tenantId) throw new ApiError('forbidden', 'the video belongs to another tenant');
-    return video;
-  };
-
-  app.get(
-    '/v1/videos',
-    {
-      schema: {
-        tags: ['read'],
-        summary: 'List videos',
-        security: [{ apiKey: [] }],
-        querystring: ListVideosQuery,
-        response: { 200: page(Video), ...errors },
-      },
-      preValidation: deps.apiKeyAuth,
-    },
-    async (req) => {
-      const tenantId = req.principal!.tenantId;
-      const { limit } = req.query;
-      const after = req.query.cursor
-        ? readCursor(videoCursor, req.query.cursor, (p) =>
-            p[0] === tenantId && typeof p[1] === 'number' && typeof p[2] === 'string' ? { ts: p[1], id: p[2] } : undefined,
-          )
-        : undefined;
-      const sorted = deps.store
-        .videosOf(tenantId)
-        .sort((a, b) => a.created_at - b.created_at || a.id.localeCompare(b.id))
-        .filter((v) => !after || v.created_at > after.ts || (v.created_at === after.ts && v.id > after.id));
-      const items = sorted.slice(0, limit);
-      const last = items.at(-1);
-      return {
-        data: items.map((v) => ({ id: toVideoId(v.id), title: v.title, duration_sec: v.duration_sec, created_at: isoTime(v.created_at) })),
-        next_cursor: sorted.length > limit && last ? videoCursor.encode([tenantId, last.created_at, last.id]) : null,
-      };
-    },
-  );
-
-  app.get(
-    '/v1/videos/:video_id/events',
-    {
-      schema: {
-        tags: ['read'],
-        summary: 'Events of a video',
-        description:
-          'Keyset-paginated in (timestamp, event id) order. Player signals (heartbeat, seek) feed the score and are not listed. `event` is the short name (see docs/api.md for the mapping).',
-        security: [{ apiKey: [] }],
-        params: VideoParams,
-        querystring: EventsQuery,
-        response: { 200: page(VideoEvent), ...errors },
-      },
-      preValidation: deps.apiKeyAuth,
-    },
-    async (req) => {
-      const tenantId = req.principal!.tenantId;
-      const video = ownedVideo(tenantId, req.params.video_id);
-      const { limit, since, cursor } = req.query;
-      const sinceMs = since === undefined ? undefined : Date.parse(since.length === 10 ? `${since}T00:00:00Z` : since);
-      const after = cursor
-        ? readCursor(eventCursor, cursor, (p) =>
-            p[0] === video.id && typeof p[1] === 'number' && typeof p[2] === 'string' && isUuid(p[2]) ? { ts: p[1], id: p[2] } : undefined,
-          )
-        : undefined;
-      const rows = await deps.events.page({ tenantId, videoId: video.id, sinceMs, after, limit: limit + 1 });
-      const items = rows.slice(0, limit);
-      const last = items.at(-1);
-      return {
-        data: items.map((r) => ({ event: shortName(r.event_name), visitor_id: r.visitor_id, timestamp: isoTime(r.ts) })),
-        next_cursor: rows.length > limit && last ? eventCursor.encode([video.id, last.ts, last.event_id]) : null,
-      };
-    },
-  );
-
-  app.get(
-    '/v1/visitors/:visitor_id/score',
-    {
-      schema: {
-        tags: ['read'],
-        summary: 'Lead Intent Score of a visitor',
-        description:
-          'Score version 1: round(100 × (0.40·watched_percent + 0.20·focus_time_ratio + 0.25·min(cta_clicks,2)/2 + 0.15·min(rewinds,3)/3)). computed_at is the time of the newest event that fed it.',
-        security: [{ apiKey: [] }],
-        params: VisitorParams,
-        response: { 200: VisitorScore, ...errors },
-      },
-      preValidation: deps.apiKeyAuth,
-    },
-    async (req) => {
-      const tenantId = req.principal!.tenantId;
-      const visitorId = req.params.visitor_id;
-      const perTenant = await deps.events.visitorFactors(visitorId);
-      const mine = perTenant.find((r) => r.tenant_id === tenantId);
-      if (!mine) {
-        if (perTenant.length > 0) throw new ApiError('forbidden', 'the visitor belongs to another tenant');
-        throw new ApiError('not_found', 'no events for this visitor');
-      }
-      const factors = factorsFrom(mine);
-      return { visitor_id: visitorId, score: scoreV1(factors), factors, computed_at: isoTime(mine.last_ts), score_version: SCORE_VERSION };
-    },
-  );
-
-  registerAnalyticsRoutes(deps.app, {
-    base: '/v1/videos/:video_id',
-    params: VideoParams,
-    tags: ['read'],
-    security: [{ apiKey: [] }],
-    preValidation: deps.apiKeyAuth,
-    videoOf: (req) => ownedVideo(req.principal!.tenantId, (req.params as { video_id: string }).video_id),
+  void deps.app.register(readApiPlugin, {
+    prefix: '/v1',
+    authenticate: deps.apiKeyAuth,
+    store: deps.store,
+    events: deps.events,
     analytics: deps.analytics,
+    cursorSecret: deps.cursorSecret,
   });
-
   return { async stop() {} };
 }

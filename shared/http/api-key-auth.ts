@@ -1,10 +1,10 @@
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyRequest } from 'fastify';
 import type { ConfigStore, ConfigWriter } from '../config-store/config-store.ts';
 import { hashApiKey } from '../ids.ts';
 import type { Logger } from '../logger.ts';
 import { ApiError } from './errors.ts';
-import type { FixedWindowRateLimiter } from './rate-limit.ts';
 
+/** Who a request under API-key auth acts for. */
 export interface ApiPrincipal {
   tenantId: string;
   keyId: string;
@@ -12,22 +12,22 @@ export interface ApiPrincipal {
 
 declare module 'fastify' {
   interface FastifyRequest {
-    principal?: ApiPrincipal;
+    /** Set by API-key auth; the per-key rate limit (rate-limit.ts) is keyed by it. */
+    principal?: ApiPrincipal | null;
   }
 }
 
 const USAGE_INTERVAL_MS = 60_000;
 
 /**
- * preHandler for routes under API-key auth: Bearer key → tenant (401 when
- * missing, unknown or revoked), then the per-key rate limit with RateLimit
- * headers on every response, then the key's last use (written at most once
- * a minute per key, off the request path).
+ * Bearer API key → tenant (401 when missing, unknown or revoked), then the
+ * key's last use (written at most once a minute per key, off the request
+ * path). The per-key rate limit runs after it (shared/http/rate-limit.ts).
  */
-export function apiKeyAuth(deps: { store: ConfigStore; writer: ConfigWriter; limiter: FixedWindowRateLimiter; log: Logger; now?: () => number }) {
+export function apiKeyAuth(deps: { store: ConfigStore; writer: ConfigWriter; log: Logger; now?: () => number }) {
   const lastWritten = new Map<string, number>();
   const now = deps.now ?? Date.now;
-  return async function authenticate(req: FastifyRequest, reply: FastifyReply): Promise<void> {
+  return async function authenticate(req: FastifyRequest): Promise<void> {
     const header = req.headers.authorization;
     const match = typeof header === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
     if (!match) {
@@ -39,14 +39,6 @@ export function apiKeyAuth(deps: { store: ConfigStore; writer: ConfigWriter; lim
     if (!key || key.revoked_at !== null || !deps.store.tenants.has(key.tenant_id)) {
       throw new ApiError('unauthorized', key?.revoked_at ? 'the API key was revoked' : 'unknown API key', {
         headers: { 'WWW-Authenticate': 'Bearer error="invalid_token"' },
-      });
-    }
-    const decision = deps.limiter.hit(key.id);
-    const headers = deps.limiter.headers(decision);
-    for (const [k, v] of Object.entries(headers)) reply.header(k, v);
-    if (!decision.allowed) {
-      throw new ApiError('rate_limited', `more than ${decision.limit} requests this minute for this API key`, {
-        headers: { ...headers, 'Retry-After': String(decision.resetSeconds) },
       });
     }
     req.principal = { tenantId: key.tenant_id, keyId: key.id };
@@ -62,3 +54,5 @@ export function apiKeyAuth(deps: { store: ConfigStore; writer: ConfigWriter; lim
     }
   };
 }
+
+export type ApiKeyAuth = ReturnType<typeof apiKeyAuth>;

@@ -1,11 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import Fastify, { type FastifyError } from 'fastify';
 import cors from '@fastify/cors';
+import helmet from '@fastify/helmet';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import {
   hasZodFastifySchemaValidationErrors,
   jsonSchemaTransform,
+  jsonSchemaTransformObject,
   serializerCompiler,
   validatorCompiler,
   type ZodTypeProvider,
@@ -13,6 +15,8 @@ import {
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import { ApiError, ERRORS, PROBLEM_CONTENT_TYPE, problem, type ErrorCode } from './errors.ts';
+import { apiKeyRateLimit, type RateLimitOptions } from './rate-limit.ts';
+import { Problem } from './schemas.ts';
 
 /** The HTTP app every service registers its routes on. */
 export type App = Awaited<ReturnType<typeof buildHttpApp>>;
@@ -21,11 +25,38 @@ export type App = Awaited<ReturnType<typeof buildHttpApp>>;
 const CORS_PATHS = ['/v1/collect'];
 
 /**
+ * The dashboard's policy, sent by @fastify/helmet on every response (a JSON
+ * answer is not affected by it; /docs sends its own, see swaggerUi below).
+ */
+const CSP_DIRECTIVES = {
+  defaultSrc: ["'self'"],
+  scriptSrc: ["'self'"],
+  styleSrc: ["'self'", "'unsafe-inline'"],
+  imgSrc: ["'self'", 'data:'],
+  connectSrc: ["'self'"],
+  frameAncestors: ["'none'"],
+  baseUri: ["'none'"],
+  formAction: ["'self'"],
+  objectSrc: ["'none'"],
+};
+
+export interface HttpAppOptions {
+  log: Logger;
+  metrics: Metrics;
+  bodyLimit: number;
+  version: string;
+  /** Fastify's trustProxy (TRUST_PROXY): false, true, a hop count or the proxies' addresses. */
+  trustProxy?: boolean | number | string[];
+  /** The per-API-key limit (RATE_LIMIT_PER_MINUTE) and, for replicas, a shared store. */
+  rateLimit?: RateLimitOptions;
+}
+
+/**
  * Builds the one Fastify instance a process serves every route from; routes
  * are registered by the services afterwards. Separate from listen() so tests
  * can use inject().
  */
-export async function buildHttpApp(opts: { log: Logger; metrics: Metrics; bodyLimit: number; version: string }) {
+export async function buildHttpApp(opts: HttpAppOptions) {
   const app = Fastify({
     // NOTE: warn level: one info line per request would dominate the log at
     // intake rates; failures are logged by the hooks below.
@@ -33,7 +64,9 @@ export async function buildHttpApp(opts: { log: Logger; metrics: Metrics; bodyLi
     bodyLimit: opts.bodyLimit,
     genReqId: () => `req_${randomBytes(9).toString('base64url')}`,
     requestIdHeader: false,
-    trustProxy: false,
+    // Behind a TLS proxy, req.protocol and req.ip come from X-Forwarded-* of
+    // the proxies named here; the session cookie gets Secure from it.
+    trustProxy: typeof opts.trustProxy === 'number' ? trustHops(opts.trustProxy) : (opts.trustProxy ?? false),
     // Long enough for any id we issue or accept (validation then answers 422).
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 512 },
     // Errors raised before routing (a malformed percent-escape in the path)
@@ -71,6 +104,34 @@ export async function buildHttpApp(opts: { log: Logger; metrics: Metrics; bodyLi
     },
   });
 
+  await app.register(helmet, {
+    global: true,
+    contentSecurityPolicy: { useDefaults: false, directives: CSP_DIRECTIVES },
+    frameguard: { action: 'deny' },
+    referrerPolicy: { policy: 'no-referrer' },
+    // NOTE: no HSTS from here: TLS ends at the proxy, which owns that header.
+    strictTransportSecurity: false,
+    crossOriginEmbedderPolicy: false,
+  });
+
+  // Every operation can answer 400 (a malformed path escape, an empty JSON
+  // body); one with a body also 400 invalid_json, 413 and 415. Declared
+  // here once so that the OpenAPI document lists them for every route,
+  // including the ones other services register.
+  app.addHook('onRoute', (route) => {
+    const schema = route.schema as { hide?: boolean; body?: unknown; response?: Record<string, unknown> } | undefined;
+    if (!schema || schema.hide || !schema.response) return;
+    const response = { ...schema.response };
+    response[400] ??= Problem;
+    if (schema.body) {
+      response[413] ??= Problem;
+      response[415] ??= Problem;
+    }
+    schema.response = response;
+  });
+
+  await app.register(apiKeyRateLimit, opts.rateLimit ?? { max: 1000 });
+
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
@@ -89,8 +150,11 @@ export async function buildHttpApp(opts: { log: Logger; metrics: Metrics; bodyLi
       },
     },
     transform: jsonSchemaTransform,
+    // Puts the schemas named with .meta({ id }) into components.schemas.
+    transformObject: jsonSchemaTransformObject,
   });
-  await app.register(swaggerUi, { routePrefix: '/docs' });
+  // staticCSP: the UI answers with its own policy (hashes of its inline parts) instead of the dashboard's.
+  await app.register(swaggerUi, { routePrefix: '/docs', staticCSP: true });
   app.get('/v1/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
   app.addHook('onRequest', async (req, reply) => {
@@ -125,6 +189,11 @@ export async function buildHttpApp(opts: { log: Logger; metrics: Metrics; bodyLi
   });
 
   return app;
+}
+
+/** Trusts the nearest `hops` proxies (X-Forwarded-For read from the right). */
+function trustHops(hops: number): (address: string, hop: number) => boolean {
+  return (_address, hop) => hop < hops;
 }
 
 function fastifyErrorCode(err: FastifyError): ErrorCode | undefined {

@@ -39,6 +39,11 @@ export class ApiError extends Error {
     this.errors = extra.errors;
     this.headers = extra.headers;
   }
+
+  /** The status under the name Fastify and its plugins read (e.g. @fastify/rate-limit's thrown errors). */
+  get statusCode(): number {
+    return this.status;
+  }
 }
 
 export interface Problem {

@@ -13,6 +13,22 @@ export const Problem = z
   .passthrough()
   .meta({ id: 'Problem', description: 'application/problem+json' });
 
+/**
+ * C0 and C1 controls (NUL, CR, LF, …) and the Unicode bidirectional
+ * controls (LRM/RLM/ALM, embeddings, overrides, isolates): a name holding
+ * one can split a log line or show different text than it stores.
+ */
+// eslint-disable-next-line no-control-regex
+export const UNSAFE_TEXT = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/u;
+
+/** A name a person types and others read (tenants, keys, videos, destinations). */
+export const DisplayName = z
+  .string()
+  .trim()
+  .min(1)
+  .max(200)
+  .refine((s) => !UNSAFE_TEXT.test(s), 'must not contain control characters (NUL, CR, LF, …) or bidirectional controls');
+
 /** ISO 8601 UTC with milliseconds, as every API timestamp is written. */
 export const isoTime = (ms: number): string => new Date(ms).toISOString();
 

@@ -1,119 +1,32 @@
-/** Shapes of the management API (/admin/v1, reached through /dashboard/api). */
+/**
+ * Shapes of the management API (/admin/v1, mounted under /dashboard/api),
+ * inferred from the zod schemas the server validates and documents its
+ * answers with: a change there is a type error here. Type-only imports, so
+ * nothing of zod reaches the bundle.
+ */
+import type { z } from 'zod';
+import type * as admin from '../../admin/admin.schema.ts';
+import type * as analytics from '../../api/analytics.schema.ts';
 
 export interface Page<T> {
   data: T[];
   next_cursor: string | null;
 }
 
-export interface Tenant {
-  id: string;
-  name: string;
-  player_key: string;
-  created_at: string;
-}
+export type Tenant = z.infer<typeof admin.Tenant>;
+export type ApiKey = z.infer<typeof admin.ApiKey>;
+export type ApiKeyCreated = z.infer<typeof admin.ApiKeyCreated>;
+export type DestinationKind = z.infer<typeof admin.DestinationKind>;
+export type Destination = z.infer<typeof admin.Destination>;
+export type DestinationWithSecret = z.infer<typeof admin.DestinationWithSecret>;
+export type DeliveryStatus = z.infer<typeof admin.DeliveryStatus>;
+export type Delivery = z.infer<typeof admin.Delivery>;
+export type Attempt = z.infer<typeof admin.Attempt>;
+export type DeliveryDetail = z.infer<typeof admin.DeliveryDetail>;
+export type SecurityEvent = z.infer<typeof admin.SecurityEvent>;
+export type Video = z.infer<typeof admin.AdminVideo>;
+export type VideoStats = z.infer<typeof analytics.Stats>;
+export type Retention = z.infer<typeof analytics.RetentionCurve>;
+export type TopVisitor = z.infer<typeof analytics.TopVisitors>['data'][number];
 
-export interface ApiKey {
-  id: string;
-  name: string;
-  prefix: string;
-  created_at: string;
-  last_used_at: string | null;
-  revoked_at: string | null;
-}
-
-export interface ApiKeyCreated {
-  id: string;
-  name: string;
-  key: string;
-  prefix: string;
-  created_at: string;
-}
-
-export type DestinationKind = 'webhook' | 'integration';
-
-export interface Destination {
-  id: string;
-  kind: DestinationKind;
-  name: string;
-  url: string;
-  events: string[];
-  secret_masked: string | null;
-  created_at: string;
-  updated_at: string;
-}
-
-export interface DestinationWithSecret extends Destination {
-  secret: string;
-}
-
-export type DeliveryStatus = 'pending' | 'retrying' | 'succeeded' | 'failed';
-export const DELIVERY_STATUSES: DeliveryStatus[] = ['pending', 'retrying', 'succeeded', 'failed'];
-
-export interface Delivery {
-  id: string;
-  destination_id: string;
-  event_name: string;
-  status: DeliveryStatus;
-  attempt_count: number;
-  next_attempt_at: string | null;
-  created_at: string;
-}
-
-export interface Attempt {
-  attempt: number;
-  started_at: string | null;
-  duration_ms: number | null;
-  status_code: number | null;
-  error_class: string | null;
-  outcome: 'retrying' | 'succeeded' | 'failed';
-  next_attempt_at: string | null;
-}
-
-export interface DeliveryDetail extends Delivery {
-  attempts: Attempt[];
-}
-
-export interface SecurityEvent {
-  id: string;
-  kind: string;
-  tenant_id: string;
-  endpoint_id: string;
-  host: string;
-  event_name: string | null;
-  occurred_at: string;
-}
-
-export interface Video {
-  id: string;
-  title: string;
-  duration_sec: number;
-  created_at: string;
-}
-
-export interface VideoStats {
-  video_id: string;
-  totals: {
-    loads: number;
-    views: number;
-    plays: number;
-    cta_shown: number;
-    cta_clicked: number;
-    completions: number;
-    unique_visitors: number;
-  };
-  daily: { date: string; loads: number; views: number; plays: number }[];
-}
-
-export interface Retention {
-  video_id: string;
-  duration_sec: number;
-  viewers: number;
-  points: { position_pct: number; viewers_pct: number }[];
-}
-
-export interface TopVisitor {
-  visitor_id: string;
-  score: number;
-  factors: { watched_percent: number; focus_time_ratio: number; cta_clicks: number; rewinds: number };
-  computed_at: string;
-}
+export { DELIVERY_STATUSES } from '../../admin/delivery-status.ts';

@@ -1,0 +1,92 @@
+import { z } from 'zod';
+import { DELIVERY_STATUSES } from './delivery-status.ts';
+
+/**
+ * Response shapes of the management API (/admin/v1, mounted again under
+ * /dashboard/api). Pure zod, no Node imports: the dashboard's types are
+ * inferred from these (services/dashboard/web/types.ts).
+ */
+
+export const Tenant = z.object({ id: z.uuid(), name: z.string(), player_key: z.string(), created_at: z.string() }).meta({ id: 'Tenant' });
+
+export const ApiKeyCreated = z
+  .object({ id: z.uuid(), name: z.string(), key: z.string().meta({ description: 'Shown only in this response' }), prefix: z.string(), created_at: z.string() })
+  .meta({ id: 'ApiKeyCreated' });
+
+export const ApiKey = z
+  .object({
+    id: z.uuid(),
+    name: z.string(),
+    prefix: z.string(),
+    created_at: z.string(),
+    last_used_at: z.string().nullable(),
+    revoked_at: z.string().nullable(),
+  })
+  .meta({ id: 'ApiKey' });
+
+export const AdminVideo = z
+  .object({ id: z.string(), title: z.string(), duration_sec: z.number().int(), created_at: z.string() })
+  .meta({ id: 'AdminVideo' });
+
+/** An unpaginated list (every item in one answer). */
+export const list = <T extends z.ZodType>(item: T) => z.object({ data: z.array(item), next_cursor: z.null() });
+
+/** A keyset-paginated list. */
+export const page = <T extends z.ZodType>(item: T) => z.object({ data: z.array(item), next_cursor: z.string().nullable() });
+
+export const DestinationKind = z.enum(['webhook', 'integration']);
+
+export const Destination = z
+  .object({
+    id: z.uuid(),
+    kind: DestinationKind,
+    name: z.string(),
+    url: z.string(),
+    events: z.array(z.string()),
+    secret_masked: z.string().nullable().meta({ description: 'Prefix and last characters only; null when there is no secret' }),
+    created_at: z.string(),
+    updated_at: z.string(),
+  })
+  .meta({ id: 'Destination' });
+
+export const DestinationWithSecret = Destination.extend({ secret: z.string().meta({ description: 'Shown only in this response' }) }).meta({
+  id: 'DestinationWithSecret',
+});
+
+export const DeliveryStatus = z.enum(DELIVERY_STATUSES);
+
+export const Delivery = z
+  .object({
+    id: z.uuid(),
+    destination_id: z.uuid(),
+    event_name: z.string(),
+    status: DeliveryStatus,
+    attempt_count: z.number().int().meta({ description: 'Attempts made so far' }),
+    next_attempt_at: z.string().nullable(),
+    created_at: z.string(),
+  })
+  .meta({ id: 'Delivery' });
+
+export const Attempt = z.object({
+  attempt: z.number().int(),
+  started_at: z.string().nullable(),
+  duration_ms: z.number().int().nullable(),
+  status_code: z.number().int().nullable(),
+  error_class: z.string().nullable(),
+  outcome: z.enum(['retrying', 'succeeded', 'failed']),
+  next_attempt_at: z.string().nullable(),
+});
+
+export const DeliveryDetail = Delivery.extend({ attempts: z.array(Attempt) }).meta({ id: 'DeliveryDetail' });
+
+export const SecurityEvent = z
+  .object({
+    id: z.uuid(),
+    kind: z.string(),
+    tenant_id: z.uuid(),
+    endpoint_id: z.uuid(),
+    host: z.string(),
+    event_name: z.string().nullable(),
+    occurred_at: z.string(),
+  })
+  .meta({ id: 'SecurityEvent' });

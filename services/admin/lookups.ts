@@ -1,0 +1,18 @@
+import type { DestinationRecord, TenantRecord } from '../../schemas/records.ts';
+import type { ConfigStore } from '../../shared/config-store/config-store.ts';
+import { ApiError } from '../../shared/http/errors.ts';
+
+/** The tenant of a path, or 404. */
+export function tenantOr404(store: ConfigStore, id: string): TenantRecord {
+  const t = store.tenants.get(id);
+  if (!t) throw new ApiError('not_found', 'no such tenant');
+  return t;
+}
+
+/** The tenant's destination of a path, or 404 (also for another tenant's). */
+export function destinationOr404(store: ConfigStore, tenantId: string, id: string): DestinationRecord {
+  tenantOr404(store, tenantId);
+  const d = store.destinations.get(id);
+  if (!d || d.tenant_id !== tenantId) throw new ApiError('not_found', 'no such destination');
+  return d;
+}
