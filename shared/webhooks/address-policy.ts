@@ -5,6 +5,9 @@
  * CGNAT) or any reserved range. Pure: parses text, never resolves names.
  */
 import { isIPv4, isIPv6 } from 'node:net';
+import ipaddr from 'ipaddr.js';
+
+type Address = ipaddr.IPv4 | ipaddr.IPv6;
 
 /** Result of {@link classifyAddress}. */
 export interface AddressClassification {
@@ -20,10 +23,10 @@ export interface AddressClassification {
 /** One parsed CIDR block of an allow list. */
 export interface Cidr {
   readonly family: 4 | 6;
-  /** Network address as an integer (32 or 128 bits). */
-  readonly network: bigint;
+  /** Network address (ipaddr.js). */
+  readonly network: Address;
   readonly prefix: number;
-  /** Canonical text form, for messages. */
+  /** Canonical text form (RFC 5952 for IPv6), for messages. */
   readonly text: string;
 }
 
@@ -34,9 +37,6 @@ interface Range {
   readonly cidr: Cidr;
   readonly name: string;
 }
-
-const V4_BITS = 32;
-const V6_BITS = 128;
 
 function range(text: string, name: string): Range {
   return { cidr: parseCidr(text), name };
@@ -100,18 +100,19 @@ const GLOBAL_UNICAST_V6 = parseCidr('2000::/3');
 export function classifyAddress(ip: string): AddressClassification {
   const parsed = parseIp(ip);
   if (parsed === undefined) return { allowed: false, name: 'invalid' };
-  if (parsed.family === 4) return classifyV4(parsed.value);
+  if (parsed.kind() === 'ipv4') return classifyV4(parsed as ipaddr.IPv4);
 
-  const v6 = parsed.value;
+  const v6 = parsed as ipaddr.IPv6;
+  const bytes = v6.toByteArray();
   for (const { cidr, name } of [MAPPED_V6, NAT64_V6]) {
-    if (contains(cidr, 6, v6)) return withVia(classifyV4(v6 & 0xffff_ffffn), cidr.text, name);
+    if (contains(cidr, v6)) return withVia(classifyV4(v4Of(bytes.slice(12, 16))), cidr.text, name);
   }
-  if (contains(SIX_TO_FOUR_V6.cidr, 6, v6)) {
-    return withVia(classifyV4((v6 >> 80n) & 0xffff_ffffn), SIX_TO_FOUR_V6.cidr.text, SIX_TO_FOUR_V6.name);
+  if (contains(SIX_TO_FOUR_V6.cidr, v6)) {
+    return withVia(classifyV4(v4Of(bytes.slice(2, 6))), SIX_TO_FOUR_V6.cidr.text, SIX_TO_FOUR_V6.name);
   }
-  const refused = REFUSED_V6.find((r) => contains(r.cidr, 6, v6));
+  const refused = REFUSED_V6.find((r) => contains(r.cidr, v6));
   if (refused) return { allowed: false, range: refused.cidr.text, name: refused.name };
-  if (!contains(GLOBAL_UNICAST_V6, 6, v6)) return { allowed: false, range: '::/0', name: 'not-global-unicast' };
+  if (!contains(GLOBAL_UNICAST_V6, v6)) return { allowed: false, range: '::/0', name: 'not-global-unicast' };
   return { allowed: true };
 }
 
@@ -128,11 +129,9 @@ export function isAllowedAddress(ip: string, allowList: CidrList): boolean {
 export function matchesCidrList(ip: string, list: CidrList): boolean {
   const parsed = parseIp(ip);
   if (parsed === undefined || list.length === 0) return false;
-  const candidates: Array<{ family: 4 | 6; value: bigint }> = [parsed];
-  if (parsed.family === 6 && contains(MAPPED_V6.cidr, 6, parsed.value)) {
-    candidates.push({ family: 4, value: parsed.value & 0xffff_ffffn });
-  }
-  return list.some((cidr) => candidates.some((c) => contains(cidr, c.family, c.value)));
+  const candidates: Address[] = [parsed];
+  if (parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).isIPv4MappedAddress()) candidates.push((parsed as ipaddr.IPv6).toIPv4Address());
+  return list.some((cidr) => candidates.some((c) => contains(cidr, c)));
 }
 
 /**
@@ -159,7 +158,8 @@ function parseCidr(entry: string): Cidr {
   // Zone ids and brackets belong to a single interface or a URL, not to a block.
   const parsed = /[%[\]]/.test(addressText) ? undefined : parseIp(addressText);
   if (parsed === undefined) throw new Error(`invalid CIDR "${entry}": "${addressText}" is not an IPv4 or IPv6 address`);
-  const bits = parsed.family === 4 ? V4_BITS : V6_BITS;
+  const family = parsed.kind() === 'ipv4' ? 4 : 6;
+  const bits = family === 4 ? 32 : 128;
   let prefix = bits;
   if (prefixText !== undefined) {
     if (!/^[0-9]{1,3}$/.test(prefixText) || Number(prefixText) > bits) {
@@ -167,16 +167,15 @@ function parseCidr(entry: string): Cidr {
     }
     prefix = Number(prefixText);
   }
-  const hostMask = (1n << BigInt(bits - prefix)) - 1n;
-  if ((parsed.value & hostMask) !== 0n) {
-    const network = formatIp(parsed.family, parsed.value & ~hostMask);
-    throw new Error(`invalid CIDR "${entry}": host bits are set (did you mean ${network}/${prefix}?)`);
+  const network = family === 4 ? ipaddr.IPv4.networkAddressFromCIDR(`${parsed.toString()}/${prefix}`) : ipaddr.IPv6.networkAddressFromCIDR(`${parsed.toString()}/${prefix}`);
+  if (network.toString() !== parsed.toString()) {
+    throw new Error(`invalid CIDR "${entry}": host bits are set (did you mean ${textOf(network)}/${prefix}?)`);
   }
-  return { family: parsed.family, network: parsed.value, prefix, text: `${formatIp(parsed.family, parsed.value)}/${prefix}` };
+  return { family, network, prefix, text: `${textOf(network)}/${prefix}` };
 }
 
-function classifyV4(value: bigint): AddressClassification {
-  const refused = REFUSED_V4.find((r) => contains(r.cidr, 4, value));
+function classifyV4(value: ipaddr.IPv4): AddressClassification {
+  const refused = REFUSED_V4.find((r) => contains(r.cidr, value));
   return refused ? { allowed: false, range: refused.cidr.text, name: refused.name } : { allowed: true };
 }
 
@@ -184,68 +183,28 @@ function withVia(result: AddressClassification, via: string, viaName: string): A
   return result.allowed ? result : { ...result, name: `${viaName} ${result.name ?? ''}`.trim(), via };
 }
 
-function contains(cidr: Cidr, family: 4 | 6, value: bigint): boolean {
-  if (cidr.family !== family) return false;
-  const shift = BigInt((family === 4 ? V4_BITS : V6_BITS) - cidr.prefix);
-  return value >> shift === cidr.network >> shift;
+function contains(cidr: Cidr, address: Address): boolean {
+  return address.kind() === cidr.network.kind() && address.match(cidr.network, cidr.prefix);
 }
 
-/** Parses an IPv4 dotted quad or any RFC 4291 IPv6 text form to an integer. */
-function parseIp(text: string): { family: 4 | 6; value: bigint } | undefined {
+function v4Of(bytes: number[]): ipaddr.IPv4 {
+  return new ipaddr.IPv4(bytes);
+}
+
+function textOf(address: Address): string {
+  return address.kind() === 'ipv6' ? (address as ipaddr.IPv6).toRFC5952String() : address.toString();
+}
+
+/**
+ * Parses an IPv4 dotted quad or any RFC 4291 IPv6 text form. node:net is
+ * the validator (strict: no `127.1`, `0x7f000001` or `010.0.0.1`, which
+ * ipaddr.parse would read as IPv4); ipaddr.js does the rest.
+ */
+function parseIp(text: string): Address | undefined {
   let ip = text.trim();
   if (ip.startsWith('[') && ip.endsWith(']')) ip = ip.slice(1, -1);
-  if (isIPv4(ip)) return { family: 4, value: parseV4(ip) };
-  // isIPv6 is the validator (zone id included); the arithmetic below only has to handle valid text.
+  if (isIPv4(ip)) return ipaddr.IPv4.parse(ip);
   if (!isIPv6(ip)) return undefined;
   const zone = ip.indexOf('%');
-  return { family: 6, value: parseV6(zone === -1 ? ip : ip.slice(0, zone)) };
-}
-
-function parseV4(ip: string): bigint {
-  return ip.split('.').reduce((acc, octet) => (acc << 8n) | BigInt(Number(octet)), 0n);
-}
-
-function parseV6(ip: string): bigint {
-  const toGroups = (part: string): number[] => {
-    if (part === '') return [];
-    const groups: number[] = [];
-    for (const piece of part.split(':')) {
-      if (piece.includes('.')) {
-        const v4 = Number(parseV4(piece));
-        groups.push(v4 >>> 16, v4 & 0xffff);
-      } else {
-        groups.push(Number.parseInt(piece, 16));
-      }
-    }
-    return groups;
-  };
-  const gap = ip.indexOf('::');
-  const head = toGroups(gap === -1 ? ip : ip.slice(0, gap));
-  const tail = gap === -1 ? [] : toGroups(ip.slice(gap + 2));
-  const groups = [...head, ...new Array<number>(8 - head.length - tail.length).fill(0), ...tail];
-  return groups.reduce((acc, g) => (acc << 16n) | BigInt(g), 0n);
-}
-
-function formatIp(family: 4 | 6, value: bigint): string {
-  if (family === 4) return [24n, 16n, 8n, 0n].map((s) => String((value >> s) & 0xffn)).join('.');
-  const groups = [112n, 96n, 80n, 64n, 48n, 32n, 16n, 0n].map((s) => Number((value >> s) & 0xffffn));
-  // RFC 5952: compress the longest run of two or more zero groups, the first one on a tie.
-  let bestStart = -1;
-  let bestLength = 1;
-  for (let i = 0; i < 8; ) {
-    if (groups[i] !== 0) {
-      i++;
-      continue;
-    }
-    let j = i;
-    while (j < 8 && groups[j] === 0) j++;
-    if (j - i > bestLength) {
-      bestStart = i;
-      bestLength = j - i;
-    }
-    i = j;
-  }
-  const hex = groups.map((g) => g.toString(16));
-  if (bestStart === -1) return hex.join(':');
-  return `${hex.slice(0, bestStart).join(':')}::${hex.slice(bestStart + bestLength).join(':')}`;
+  return ipaddr.IPv6.parse(zone === -1 ? ip : ip.slice(0, zone));
 }

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { v5 } from 'uuid';
 import type { DeliveryRecord, DestinationRecord, PlayerEventRecord, WebhookAttemptRecord } from '../../schemas/records.ts';
 import { WEBHOOK_EVENTS } from '../event-names.ts';
 
@@ -9,15 +9,9 @@ import { WEBHOOK_EVENTS } from '../event-names.ts';
 
 export const MAX_ATTEMPTS = 4;
 
-/** RFC 4122 version 5 UUID (SHA-1) of `name` in `namespace`. */
+/** RFC 9562 version 5 UUID (SHA-1) of `name` in `namespace` (the `uuid` package). */
 export function uuidV5(name: string, namespace: string): string {
-  const ns = Buffer.from(namespace.replaceAll('-', ''), 'hex');
-  if (ns.length !== 16) throw new Error('namespace must be a UUID');
-  const hash = createHash('sha1').update(ns).update(name, 'utf8').digest();
-  hash[6] = (hash[6]! & 0x0f) | 0x50;
-  hash[8] = (hash[8]! & 0x3f) | 0x80;
-  const h = hash.subarray(0, 16).toString('hex');
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+  return v5(name, namespace);
 }
 
 /**
