@@ -1,4 +1,7 @@
+import { z } from 'zod';
 import type { ClickHouseClient } from '../../shared/clickhouse/clickhouse.ts';
+import { chInt, chNullableInt, chUuid, parseRows } from '../../shared/clickhouse/rows.ts';
+import { DeliveryStatus } from './admin.schema.ts';
 
 export interface DeliverySummary {
   id: string;
@@ -26,7 +29,40 @@ export interface AttemptRow {
 /** Query parameters without the unset ones (the client refuses undefined). */
 const defined = (params: Record<string, unknown>) => Object.fromEntries(Object.entries(params).filter(([, v]) => v !== undefined));
 
-const num = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v));
+const SummaryRow = z.object({
+  id: chUuid,
+  dest_id: chUuid,
+  ev_name: z.string(),
+  status: DeliveryStatus,
+  attempts: chInt,
+  next_attempt_ms: chNullableInt,
+  created_at_ms: chInt,
+});
+const AttemptRowSchema = z.object({
+  tenant_id: chUuid,
+  destination_id: chUuid,
+  event_name: z.string(),
+  event_id: chUuid,
+  attempt: chInt,
+  state: z.string(),
+  recorded_at: chInt,
+  started_at: chNullableInt,
+  duration_ms: chNullableInt,
+  status_code: chNullableInt,
+  error_class: z.string().nullable(),
+  next_attempt_at: chNullableInt,
+  created_at: chInt,
+  body: z.string(),
+});
+const SecurityEventRow = z.object({
+  id: chUuid,
+  kind: z.string(),
+  endpoint_id: chUuid,
+  host: z.string(),
+  event_id: chUuid.nullable(),
+  event_name: z.string().nullable(),
+  occurred_at: chInt,
+});
 
 /**
  * Reads of the delivery log (webhook_attempts) and security events. A
@@ -81,15 +117,14 @@ export class DeliveryLogRepository {
       }),
       format: 'JSONEachRow',
     });
-    const rows = await rs.json<Record<string, unknown>>();
-    return rows.map((r) => ({
-      id: String(r.id),
-      destination_id: String(r.dest_id),
-      event_name: String(r.ev_name),
-      status: r.status as DeliverySummary['status'],
-      attempts: Number(r.attempts),
-      next_attempt_at: r.status === 'retrying' ? num(r.next_attempt_ms) : null,
-      created_at: Number(r.created_at_ms),
+    return parseRows('delivery list', SummaryRow, await rs.json()).map((r) => ({
+      id: r.id,
+      destination_id: r.dest_id,
+      event_name: r.ev_name,
+      status: r.status,
+      attempts: r.attempts,
+      next_attempt_at: r.status === 'retrying' ? r.next_attempt_ms : null,
+      created_at: r.created_at_ms,
     }));
   }
 
@@ -108,25 +143,25 @@ export class DeliveryLogRepository {
       query_params: { id: deliveryId },
       format: 'JSONEachRow',
     });
-    const rows = await rs.json<Record<string, unknown>>();
+    const rows = parseRows('delivery rows', AttemptRowSchema, await rs.json());
     const first = rows[0];
     if (!first) return undefined;
     return {
-      tenant_id: String(first.tenant_id),
-      destination_id: String(first.destination_id),
-      event_name: String(first.event_name),
-      created_at: Math.min(...rows.map((r) => Number(r.created_at))),
+      tenant_id: first.tenant_id,
+      destination_id: first.destination_id,
+      event_name: first.event_name,
+      created_at: Math.min(...rows.map((r) => r.created_at)),
       rows: rows.map((r) => ({
-        attempt: Number(r.attempt),
-        state: String(r.state),
-        recorded_at: Number(r.recorded_at),
-        started_at: num(r.started_at),
-        duration_ms: num(r.duration_ms),
-        status_code: num(r.status_code),
-        error_class: r.error_class === null ? null : String(r.error_class),
-        next_attempt_at: num(r.next_attempt_at),
-        body: String(r.body),
-        event_id: String(r.event_id),
+        attempt: r.attempt,
+        state: r.state,
+        recorded_at: r.recorded_at,
+        started_at: r.started_at,
+        duration_ms: r.duration_ms,
+        status_code: r.status_code,
+        error_class: r.error_class,
+        next_attempt_at: r.next_attempt_at,
+        body: r.body,
+        event_id: r.event_id,
       })),
     };
   }
@@ -144,16 +179,6 @@ export class DeliveryLogRepository {
       query_params: defined({ tenant: q.tenantId, before_ts: q.before?.ts, before_id: q.before?.id, limit: q.limit }),
       format: 'JSONEachRow',
     });
-    const rows = await rs.json<Record<string, unknown>>();
-    return rows.map((r) => ({
-      id: String(r.id),
-      kind: String(r.kind),
-      tenant_id: q.tenantId,
-      endpoint_id: String(r.endpoint_id),
-      host: String(r.host),
-      event_id: r.event_id === null ? null : String(r.event_id),
-      event_name: r.event_name === null ? null : String(r.event_name),
-      occurred_at: Number(r.occurred_at),
-    }));
+    return parseRows('security events', SecurityEventRow, await rs.json()).map((r) => ({ ...r, tenant_id: q.tenantId }));
   }
 }

@@ -1,4 +1,6 @@
+import { z } from 'zod';
 import type { ClickHouseClient } from '../../shared/clickhouse/clickhouse.ts';
+import { chFloat, chInt, parseRows } from '../../shared/clickhouse/rows.ts';
 import { factorsFrom, scoreV1, type ScoreFactors } from '../../shared/score.ts';
 
 export interface VideoStats {
@@ -17,6 +19,28 @@ export interface TopVisitor {
   factors: ScoreFactors;
   computed_at: number;
 }
+
+const TotalsRow = z.object({
+  loads: chInt,
+  views: chInt,
+  plays: chInt,
+  cta_shown: chInt,
+  cta_clicked: chInt,
+  completions: chInt,
+  unique_visitors: chInt,
+});
+const DailyRow = z.object({ day: z.iso.date(), loads: chInt, views: chInt, plays: chInt });
+const ReachedRow = z.object({ reached: chFloat });
+const CandidateRow = z.object({
+  visitor_id: z.string(),
+  max_watched_percentage: chFloat,
+  play_ms: chInt,
+  focus_ms: chInt,
+  cta_clicks: chInt,
+  rewinds: chInt,
+  last_ts: chInt,
+});
+const NO_TOTALS: z.infer<typeof TotalsRow> = { loads: 0, views: 0, plays: 0, cta_shown: 0, cta_clicked: 0, completions: 0, unique_visitors: 0 };
 
 const DAY_MS = 86_400_000;
 /** How many of a video's most recent visitors are scored for its leaderboard. */
@@ -47,7 +71,7 @@ export class AnalyticsRepository {
       query_params: params,
       format: 'JSONEachRow',
     });
-    const [t] = await totalsRs.json<Record<string, string | number>>();
+    const [totals = NO_TOTALS] = parseRows('video totals', TotalsRow, await totalsRs.json());
     const firstDay = Math.floor(now / DAY_MS) * DAY_MS - (days - 1) * DAY_MS;
     const dailyRs = await this.#ch.query({
       query: `
@@ -59,17 +83,13 @@ export class AnalyticsRepository {
       query_params: { ...params, from: firstDay },
       format: 'JSONEachRow',
     });
-    const byDay = new Map((await dailyRs.json<Record<string, string | number>>()).map((r) => [String(r.day), r]));
+    const byDay = new Map(parseRows('video daily counts', DailyRow, await dailyRs.json()).map((r) => [r.day, r]));
     const daily = Array.from({ length: days }, (_, i) => {
       const date = new Date(firstDay + i * DAY_MS).toISOString().slice(0, 10);
       const r = byDay.get(date);
-      return { date, loads: Number(r?.loads ?? 0), views: Number(r?.views ?? 0), plays: Number(r?.plays ?? 0) };
+      return { date, loads: r?.loads ?? 0, views: r?.views ?? 0, plays: r?.plays ?? 0 };
     });
-    const n = (k: string) => Number(t?.[k] ?? 0);
-    return {
-      totals: { loads: n('loads'), views: n('views'), plays: n('plays'), cta_shown: n('cta_shown'), cta_clicked: n('cta_clicked'), completions: n('completions'), unique_visitors: n('unique_visitors') },
-      daily,
-    };
+    return { totals, daily };
   }
 
   /**
@@ -90,7 +110,7 @@ export class AnalyticsRepository {
       query_params: { tenant: tenantId, video: videoId },
       format: 'JSONEachRow',
     });
-    const reached = (await rs.json<{ reached: number }>()).map((r) => Number(r.reached));
+    const reached = parseRows('retention', ReachedRow, await rs.json()).map((r) => r.reached);
     const viewers = reached.length;
     const points = Array.from({ length: 21 }, (_, i) => {
       const position_pct = i * 5;
@@ -117,17 +137,10 @@ export class AnalyticsRepository {
       query_params: { tenant: tenantId, video: videoId, candidates: MAX_CANDIDATES },
       format: 'JSONEachRow',
     });
-    const rows = await rs.json<Record<string, string | number>>();
-    return rows
+    return parseRows('top visitors', CandidateRow, await rs.json())
       .map((r) => {
-        const factors = factorsFrom({
-          max_watched_percentage: Number(r.max_watched_percentage),
-          play_ms: Number(r.play_ms),
-          focus_ms: Number(r.focus_ms),
-          cta_clicks: Number(r.cta_clicks),
-          rewinds: Number(r.rewinds),
-        });
-        return { visitor_id: String(r.visitor_id), score: scoreV1(factors), factors, computed_at: Number(r.last_ts) };
+        const factors = factorsFrom(r);
+        return { visitor_id: r.visitor_id, score: scoreV1(factors), factors, computed_at: r.last_ts };
       })
       .sort((a, b) => b.score - a.score || b.computed_at - a.computed_at || a.visitor_id.localeCompare(b.visitor_id))
       .slice(0, limit);

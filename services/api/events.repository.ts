@@ -1,4 +1,6 @@
+import { z } from 'zod';
 import type { ClickHouseClient } from '../../shared/clickhouse/clickhouse.ts';
+import { chFloat, chInt, chUuid, parseRows } from '../../shared/clickhouse/rows.ts';
 import { PLAYER_SIGNALS } from '../../shared/event-names.ts';
 import type { FactorInputs } from '../../shared/score.ts';
 
@@ -8,6 +10,17 @@ export interface EventRow {
   ts: number;
   event_id: string;
 }
+
+const EventPageRow = z.object({ event_name: z.string(), visitor_id: z.string(), ts: chInt, id_text: chUuid });
+const VisitorFactorsRow = z.object({
+  tenant_id: chUuid,
+  max_watched_percentage: chFloat,
+  play_ms: chInt,
+  focus_ms: chInt,
+  cta_clicks: chInt,
+  rewinds: chInt,
+  last_ts: chInt,
+});
 
 /** ClickHouse reads of the API. Exact reads use FINAL: replays may have left duplicates unmerged. */
 export class EventsRepository {
@@ -42,8 +55,8 @@ export class EventsRepository {
     });
     // NOTE: the alias is not `event_id`: an alias shadows the column in
     // WHERE and ORDER BY, and the keyset must compare UUIDs, not strings.
-    const rows = await rs.json<{ event_name: string; visitor_id: string; ts: string | number; id_text: string }>();
-    return rows.map((r) => ({ event_name: r.event_name, visitor_id: r.visitor_id, ts: Number(r.ts), event_id: r.id_text }));
+    const rows = parseRows('events page', EventPageRow, await rs.json());
+    return rows.map((r) => ({ event_name: r.event_name, visitor_id: r.visitor_id, ts: r.ts, event_id: r.id_text }));
   }
 
   /** The visitor's factor inputs per tenant that has seen them (for 403 vs 404). */
@@ -63,15 +76,6 @@ export class EventsRepository {
       query_params: { visitor: visitorId },
       format: 'JSONEachRow',
     });
-    const rows = await rs.json<Record<string, string | number>>();
-    return rows.map((r) => ({
-      tenant_id: String(r.tenant_id),
-      max_watched_percentage: Number(r.max_watched_percentage),
-      play_ms: Number(r.play_ms),
-      focus_ms: Number(r.focus_ms),
-      cta_clicks: Number(r.cta_clicks),
-      rewinds: Number(r.rewinds),
-      last_ts: Number(r.last_ts),
-    }));
+    return parseRows('visitor factors', VisitorFactorsRow, await rs.json());
   }
 }
