@@ -332,7 +332,7 @@ describe('idempotent intake', () => {
     await eventually(async () => (rx.to('/retries').length >= 2 ? true : undefined), 30_000);
     expect((await s.collect(W.player_key, events)).status).toBe(202);
     await eventually(async () => (rx.to('/retries').length >= 4 ? true : undefined), 30_000);
-    await new Promise((r) => setTimeout(r, 1000));
+    await s.fanoutIdle();
     const got = rx.to('/retries');
     expect(got).toHaveLength(4);
     const byEvent = new Map<string, typeof got>();

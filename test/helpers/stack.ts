@@ -2,7 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Kafka, logLevel } from 'kafkajs';
 import { inject } from 'vitest';
+import { topicNames } from '../../shared/kafka/topics.ts';
 import { loadConfig } from '../../shared/config.ts';
 import { createLogger } from '../../shared/logger.ts';
 import { startStack, type Stack } from '../../services/stack.ts';
@@ -66,6 +68,41 @@ export class TestStack {
 
   get url(): string {
     return this.stack.url;
+  }
+
+  /**
+   * Resolves once every fan-out group (player events, manual, each retry
+   * tier) has committed to the end of its topic: every delivery those
+   * records asked for has been attempted and handed on. A test that checks
+   * that something was NOT delivered waits for this instead of sleeping.
+   */
+  async fanoutIdle(timeoutMs = 30_000): Promise<void> {
+    const topics = topicNames(this.topicPrefix);
+    const groups: [string, string][] = [
+      ['fanout', topics.playerEvents],
+      ['fanout-manual', topics.webhooksManual],
+      ['fanout-retry-1m', topics.retry1],
+      ['fanout-retry-5m', topics.retry2],
+      ['fanout-retry-30m', topics.retry3],
+    ];
+    const admin = new Kafka({ clientId: 'test-lag', brokers: this.stack.kafkaBrokers, logLevel: logLevel.NOTHING }).admin();
+    await admin.connect();
+    try {
+      await eventually(async () => {
+        for (const [group, topic] of groups) {
+          const ends = await admin.fetchTopicOffsets(topic);
+          const [committed] = await admin.fetchOffsets({ groupId: `${this.topicPrefix}${group}`, topics: [topic] });
+          for (const e of ends) {
+            const c = committed?.partitions.find((p) => p.partition === e.partition);
+            const from = c && Number(c.offset) >= 0 ? Number(c.offset) : Number(e.low);
+            if (Number(e.high) > from) return undefined;
+          }
+        }
+        return true;
+      }, timeoutMs, 100);
+    } finally {
+      await admin.disconnect();
+    }
   }
 
   async stop(opts: { keepData?: boolean } = {}): Promise<void> {
