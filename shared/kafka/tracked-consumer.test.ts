@@ -1,0 +1,123 @@
+import { randomBytes } from 'node:crypto';
+import { Kafka, logLevel, type Admin } from 'kafkajs';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { createLogger } from '../logger.ts';
+import { createMetrics } from '../metrics.ts';
+import { CoalescingSender } from './coalescing-sender.ts';
+import { DeadLetterSink } from './dead-letters.ts';
+import type { Decoded } from './poison.ts';
+import { TrackedConsumer } from './tracked-consumer.ts';
+
+/** Against the run's real broker: two members of one group and a rebalance in the middle of slow work. */
+describe('TrackedConsumer across a rebalance', () => {
+  const id = randomBytes(4).toString('hex');
+  const topic = `tracked-${id}`;
+  const groupId = `tracked-group-${id}`;
+  const log = createLogger({ level: 'silent' });
+  let kafka: Kafka;
+  let admin: Admin;
+  let sender: CoalescingSender;
+
+  beforeAll(async () => {
+    kafka = new Kafka({ clientId: 'tracked-test', brokers: inject('kafkaBrokers'), logLevel: logLevel.NOTHING });
+    admin = kafka.admin();
+    await admin.connect();
+    await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: 2, replicationFactor: 1 }, { topic: `${topic}.dlq`, numPartitions: 1, replicationFactor: 1 }] });
+    sender = new CoalescingSender({ kafka, log, name: 'test' });
+    await sender.connect();
+  });
+  afterAll(async () => {
+    await sender?.close();
+    await admin?.disconnect();
+  });
+
+  const member = (handle: (partition: number, offset: string) => Promise<void>) => {
+    const metrics = createMetrics();
+    return new TrackedConsumer<string>({
+      kafka,
+      log,
+      metrics,
+      groupId,
+      topics: [topic],
+      decode: (m): Decoded<string> => ({ kind: 'value', value: m.value!.toString() }),
+      deadLetters: new DeadLetterSink({ sender, topic: `${topic}.dlq`, metrics, log }),
+      stallMs: 60_000,
+      maxOutstanding: 100,
+      handle: (_record, message, partition) => ({ kind: 'work', done: handle(partition, message.offset) }),
+    });
+  };
+
+  it("never commits work of an earlier generation or of a partition it no longer owns: committed offsets only move forward", async () => {
+    const producer = kafka.producer();
+    await producer.connect();
+    for (const partition of [0, 1]) {
+      await producer.send({ topic, messages: Array.from({ length: 10 }, (_, i) => ({ partition, value: `p${partition}-${i}` })) });
+    }
+    await producer.disconnect();
+
+    // Member A takes both partitions and holds every record's work until released:
+    // the first record of each partition, then the rest.
+    let releaseFirst!: () => void;
+    let releaseRest!: () => void;
+    const first = new Promise<void>((r) => (releaseFirst = r));
+    const rest = new Promise<void>((r) => (releaseRest = r));
+    let aStarted = 0;
+    const a = member(async (_partition, offset) => {
+      aStarted++;
+      await (offset === '0' ? first : rest);
+    });
+    await a.start();
+    const deadline = Date.now() + 30_000;
+    while (aStarted < 20 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    expect(aStarted).toBe(20);
+
+    // Watch the group's committed offsets from here on.
+    const seen: Record<number, number[]> = { 0: [], 1: [] };
+    let watching = true;
+    const watcher = (async () => {
+      while (watching) {
+        const [offsets] = await admin.fetchOffsets({ groupId, topics: [topic] });
+        for (const p of offsets!.partitions) {
+          const o = Number(p.offset);
+          if (o >= 0 && seen[p.partition]!.at(-1) !== o) seen[p.partition]!.push(o);
+        }
+        await new Promise((r) => setTimeout(r, 25));
+      }
+    })();
+
+    // Member B joins: the group rebalances and one partition moves to B, which finishes its records at once.
+    const b = member(async () => undefined);
+    await b.start();
+    const committedTo10 = async () => {
+      const [offsets] = await admin.fetchOffsets({ groupId, topics: [topic] });
+      return offsets!.partitions.some((p) => Number(p.offset) === 10);
+    };
+    const until = Date.now() + 60_000;
+    while (!(await committedTo10()) && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
+    expect(await committedTo10()).toBe(true);
+
+    // A's held work (read in the old generation) now finishes: it must commit
+    // nothing. Its first records alone would commit offset 1: backwards, on
+    // the partition B already committed to 10.
+    releaseFirst();
+    await new Promise((r) => setTimeout(r, 1000));
+    releaseRest();
+    const end = Date.now() + 60_000;
+    for (;;) {
+      const [offsets] = await admin.fetchOffsets({ groupId, topics: [topic] });
+      if (offsets!.partitions.every((p) => Number(p.offset) === 10) || Date.now() > end) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    await new Promise((r) => setTimeout(r, 500));
+    watching = false;
+    await watcher;
+    await Promise.all([a.stop(2000), b.stop(2000)]);
+
+    const [final] = await admin.fetchOffsets({ groupId, topics: [topic] });
+    expect(final!.partitions.map((p) => Number(p.offset)).sort()).toEqual([10, 10]);
+    for (const p of [0, 1]) {
+      const history = seen[p]!;
+      expect(history, `partition ${p} committed offsets over time`).toEqual([...history].sort((x, y) => x - y));
+    }
+  });
+});
