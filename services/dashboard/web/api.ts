@@ -73,7 +73,13 @@ export async function checkSession(): Promise<boolean> {
     return true;
   }
   csrfToken = null;
-  if (res.status === 401) return false;
+  if (res.status === 401) {
+    // NOTE: read the answer even though only its status matters: Chromium
+    // does not finish a no-store response whose body nobody reads, which
+    // holds its connection (and kept the browser test waiting for it).
+    await res.text();
+    return false;
+  }
   throw await errorOf(res);
 }
 
