@@ -101,7 +101,7 @@ describe('OpenAPI document', () => {
       '--no-color',
       '--report', 'ndjson', '--report-ndjson-path', ndjson,
     ];
-    const run = await runWithCap(SCHEMATHESIS, args, WALL_CLOCK_MS);
+    const run = await runWithCap(SCHEMATHESIS, args, WALL_CLOCK_MS, dir);
     const summary = summarise(existsSync(ndjson) ? readFileSync(ndjson, 'utf8') : '');
     process.stdout.write(
       `schemathesis: ${summary.operations} operations tested of ${operations} in the document, ${summary.cases} test cases, checks ${JSON.stringify(summary.checks)}, ${summary.failures} failed, exit ${run.code}${run.timedOut ? ' (wall-clock cap reached)' : ''}\n`,
@@ -115,8 +115,9 @@ describe('OpenAPI document', () => {
   }, WALL_CLOCK_MS + 60_000);
 });
 
-async function runWithCap(cmd: string, args: string[], capMs: number): Promise<{ code: number | null; output: string; timedOut: boolean }> {
-  const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1' } });
+/** Runs `cmd` in `cwd` (schemathesis leaves a .schemathesis/ folder there) and kills it at `capMs`. */
+async function runWithCap(cmd: string, args: string[], capMs: number, cwd: string): Promise<{ code: number | null; output: string; timedOut: boolean }> {
+  const child = spawn(cmd, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1' } });
   let output = '';
   child.stdout.on('data', (d) => (output += d));
   child.stderr.on('data', (d) => (output += d));
