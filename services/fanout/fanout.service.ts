@@ -11,7 +11,7 @@ import { webhookHeaders } from '../../shared/webhooks/signing.ts';
 import { TrackedConsumer } from '../../shared/kafka/tracked-consumer.ts';
 import { CoalescingSender, RecordTooLargeError, type TopicMessages } from '../../shared/kafka/coalescing-sender.ts';
 import type { DeadLetterSink } from '../../shared/kafka/dead-letters.ts';
-import { backoff } from '../../shared/kafka/group-member.ts';
+import { backoff, groupProblems } from '../../shared/kafka/group-member.ts';
 import { recordDecoder } from '../../shared/kafka/poison.ts';
 import { FairSlots } from './fair-slots.ts';
 
@@ -330,11 +330,7 @@ export async function startFanout(deps: FanoutDeps) {
     consumers,
     /** Each unhealthy consumer or producer and why; empty when all are healthy. */
     health(): Record<string, string> {
-      const out: Record<string, string> = {};
-      for (const c of consumers) {
-        const problem = c.health();
-        if (problem) out[c.groupId] = problem;
-      }
+      const out = groupProblems(consumers);
       for (const p of [deliveries, alerts]) {
         if (p.consecutiveFailures >= deps.producerFailuresUnhealthy) out[p.name] = `producer failing: ${p.consecutiveFailures} requests in a row`;
       }

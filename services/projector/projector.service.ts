@@ -3,6 +3,7 @@ import { PlayerEventRecord, SecurityEventRecord, VideoRecord, WebhookAttemptReco
 import type { SchemaRegistry } from '../../schemas/registry.ts';
 import { chTime, type ClickHouseClient } from '../../shared/clickhouse/clickhouse.ts';
 import { BatchConsumer, type BatchItem } from '../../shared/kafka/batch-consumer.ts';
+import { groupProblems } from '../../shared/kafka/group-member.ts';
 import type { DeadLetterSink } from '../../shared/kafka/dead-letters.ts';
 import { recordDecoder } from '../../shared/kafka/poison.ts';
 import type { Topics } from '../../shared/kafka/topics.ts';
@@ -117,12 +118,7 @@ export async function startProjector(deps: ProjectorDeps) {
     consumers,
     /** Each consumer's problem, by group; empty when all are healthy. */
     health(): Record<string, string> {
-      const out: Record<string, string> = {};
-      for (const c of consumers) {
-        const problem = c.health();
-        if (problem) out[c.groupId] = problem;
-      }
-      return out;
+      return groupProblems(consumers);
     },
     async stop(budgetMs?: number) {
       await Promise.all(consumers.map((c) => c.stop(budgetMs)));

@@ -190,6 +190,16 @@ export abstract class GroupMember<T> {
   }
 }
 
+/** The problems of `members` by group id (healthy ones left out), for /readyz. */
+export function groupProblems(members: readonly { groupId: string; health(): string | undefined }[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const m of members) {
+    const problem = m.health();
+    if (problem) out[m.groupId] = problem;
+  }
+  return out;
+}
+
 /** Sleeps `ms`, or less when `signal` says the member is stopping. */
 export function backoff(ms: number, stopped: () => boolean): Promise<void> {
   return new Promise((resolve) => {
