@@ -1,3 +1,5 @@
+import { fork, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
 import { Partitioners, type Message, type Producer } from 'kafkajs';
 import { SchemaRegistry } from '../schemas/registry.ts';
 import { parseVideoId } from '../shared/ids.ts';
@@ -9,11 +11,12 @@ import { HttpClient } from './http-client.ts';
 import { median, promSample, quantile } from './stats.ts';
 import { collectBodies, kafkaMessages, recordOf, type PlayerEvent } from './workload.ts';
 
-export const INTAKE_MODES = ['intake', 'raw', 'rawTx', 'groupCommit'] as const;
+export const INTAKE_MODES = ['intake', 'passthrough', 'raw', 'rawTx', 'groupCommit'] as const;
 export type IntakeMode = (typeof INTAKE_MODES)[number];
 
 export const MODE_LABEL: Record<IntakeMode, string> = {
   intake: 'POST /v1/collect (HTTP → group-commit tx → Kafka)',
+  passthrough: 'HTTP passthrough: Fastify JSON → produce, acks=-1',
   raw: 'raw kafkajs producer, acks=-1, no tx',
   rawTx: 'raw kafkajs tx producer, 1 tx per batch',
   groupCommit: 'GroupCommitProducer direct (no HTTP)',
@@ -99,6 +102,8 @@ export async function benchIntake(
   const client = new HttpClient(worker.ready.url, opts.concurrency + 4);
   const producers: Producer[] = [];
   let groupCommit: GroupCommitProducer | undefined;
+  let pt: ChildProcess | undefined;
+  let ptClient: HttpClient | undefined;
   try {
     const { tenant, videoIds } = await setupTenant(client, worker.ready.adminToken, 'bench intake', 8, false);
     const topic = topicNames(prefix).playerEvents;
@@ -113,6 +118,21 @@ export async function benchIntake(
         events.map((e) => recordOf(e, tenant.id, (v) => parseVideoId(v)!, now)),
       );
     });
+
+    // The HTTP passthrough baseline: a process of its own, as the stack is.
+    pt = fork(join(import.meta.dirname, 'passthrough-worker.ts'), [], {
+      execPath: process.execPath,
+      env: { ...process.env, PT_BROKERS: ctx.brokers.join(','), PT_TOPIC: topic, PT_TENANT: tenant.id },
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    const ptChild = pt;
+    process.on('exit', () => ptChild.kill('SIGKILL'));
+    const ptUrl = await new Promise<string>((resolve, reject) => {
+      ptChild.once('message', (m) => resolve((m as { url: string }).url));
+      ptChild.once('exit', (code) => reject(new Error(`passthrough worker exited during start-up (${code})`)));
+    });
+    ptClient = new HttpClient(ptUrl, opts.concurrency + 4);
+    const ptHttp = ptClient;
 
     const raw = ctx.kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner });
     producers.push(raw);
@@ -144,10 +164,17 @@ export async function benchIntake(
     const gc = groupCommit;
 
     const headers = { 'x-player-key': tenant.player_key };
+    /** Events the intake answered 202 for, warm-up included (to put a CPU profile per event). */
+    let intakeAccepted = 0;
     const ops: Record<IntakeMode, (c: number, i: number) => Promise<void>> = {
       intake: async (_c, i) => {
         const res = await client.request('POST', '/v1/collect', { body: bodies[i % bodies.length]!, headers });
         if (res.status !== 202) throw new Error(`collect: HTTP ${res.status} ${res.body.slice(0, 200)}`);
+        intakeAccepted += opts.batch;
+      },
+      passthrough: async (_c, i) => {
+        const res = await ptHttp.request('POST', '/v1/collect', { body: bodies[i % bodies.length]!, headers });
+        if (res.status !== 202) throw new Error(`passthrough: HTTP ${res.status} ${res.body.slice(0, 200)}`);
       },
       raw: async (_c, i) => {
         await raw.send({ topic, acks: -1, messages: messages[i % messages.length]! });
@@ -165,7 +192,7 @@ export async function benchIntake(
       groupCommit: (_c, i) => gc.send(topic, messages[i % messages.length]!),
     };
 
-    const meter = new CpuMeter({ bench: process.pid, service: worker.pid, broker: ctx.brokerPid });
+    const meter = new CpuMeter({ bench: process.pid, service: worker.pid, passthrough: pt.pid, broker: ctx.brokerPid });
     for (const mode of INTAKE_MODES) {
       ctx.progress(`intake: warm-up ${mode}`);
       await closedLoop(opts.warmupMs, opts.concurrency, ops[mode]);
@@ -178,7 +205,7 @@ export async function benchIntake(
       return { commits: promSample(text, `${hist}_count`), ms: promSample(text, `${hist}_sum`) * 1000, retries: worker.countInLog(CONCURRENT_TX) };
     };
     const txState = async (mode: IntakeMode) =>
-      mode === 'intake' ? serviceTx() : { commits: gcStats.commits, ms: gcStats.ms, retries: ctx.concurrentTxRetries() };
+      mode === 'intake' ? serviceTx() : mode === 'passthrough' ? { commits: Number.NaN, ms: Number.NaN, retries: Number.NaN } : { commits: gcStats.commits, ms: gcStats.ms, retries: ctx.concurrentTxRetries() };
 
     const rounds = Object.fromEntries(INTAKE_MODES.map((m) => [m, [] as RoundResult[]])) as Record<IntakeMode, RoundResult[]>;
     for (let r = 0; r < opts.rounds; r++) {
@@ -190,6 +217,7 @@ export async function benchIntake(
         const after = await txState(mode);
         const eventsPerSec = (res.requests * opts.batch) / res.seconds;
         const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+        const noTx = mode === 'raw' || mode === 'passthrough';
         const commits = mode === 'rawTx' ? res.requests : after.commits - before.commits;
         rounds[mode].push({
           eventsPerSec,
@@ -198,15 +226,16 @@ export async function benchIntake(
           latencies: res.latencies,
           cores,
           seconds: res.seconds,
-          transactions: mode === 'raw' ? Number.NaN : commits,
-          txMeanMs: mode === 'raw' ? Number.NaN : mode === 'rawTx' ? mean(res.latencies) : (after.ms - before.ms) / commits,
-          concurrentTxRetries: mode === 'raw' ? Number.NaN : after.retries - before.retries,
+          transactions: noTx ? Number.NaN : commits,
+          txMeanMs: noTx ? Number.NaN : mode === 'rawTx' ? mean(res.latencies) : (after.ms - before.ms) / commits,
+          concurrentTxRetries: noTx ? Number.NaN : after.retries - before.retries,
         });
         ctx.progress(
           `intake round ${r + 1}/${opts.rounds} ${mode}: ${Math.round(eventsPerSec)} events/s, ${res.errors} errors${res.lastError ? ` (${res.lastError})` : ''}`,
         );
       }
     }
+    ctx.progress(`intake: ${intakeAccepted} events accepted by POST /v1/collect in all (warm-up included)`);
     const per = <T>(f: (rs: RoundResult[]) => T) => Object.fromEntries(INTAKE_MODES.map((m) => [m, f(rounds[m])])) as Record<IntakeMode, T>;
     return {
       partitions: ctx.partitions,
@@ -230,6 +259,13 @@ export async function benchIntake(
     await groupCommit?.close().catch(() => undefined);
     await Promise.all(producers.map((p) => p.disconnect().catch(() => undefined)));
     client.close();
+    ptClient?.close();
+    if (pt && pt.exitCode === null) {
+      const exited = new Promise((r) => pt!.once('exit', r));
+      pt.disconnect();
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))]);
+      pt.kill('SIGKILL');
+    }
     await worker.stop();
   }
 }

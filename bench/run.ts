@@ -3,7 +3,8 @@
  * against a fresh local Kafka broker (or KAFKA_BROKERS) and fresh embedded
  * ClickHouse data directories under the OS temp dir, all removed at the end.
  *
- *   1. intake events/s through POST /v1/collect beside raw kafkajs producers
+ *   1. intake events/s through POST /v1/collect beside an HTTP passthrough
+ *      (Fastify JSON → produce, acks=-1) and raw kafkajs producers
  *   2. projector events/s beside raw chdb inserts of the same rows
  *   3. freshness (202 ack → readable through the API) at a fixed rate
  *   4. events-page and score latency over 1 million stored events
@@ -30,6 +31,8 @@ import { fmtInt, fmtMs, fmtRatio, table } from './stats.ts';
 import { StackWorker } from './worker-client.ts';
 
 const QUICK = process.env.BENCH_QUICK === '1';
+/** BENCH_PHASES=intake runs (and reports) the intake phase alone, for a shorter run on a busy machine. */
+const ONLY_INTAKE = process.env.BENCH_PHASES === 'intake';
 const PLAN = {
   concurrency: Number(process.env.BENCH_CONCURRENCY ?? 32),
   batch: 50,
@@ -77,6 +80,7 @@ async function main(): Promise<void> {
     out(`node        ${process.version}`);
     out(`kafka       ${external ? `external at ${external} (version not probed)` : `Apache Kafka ${KAFKA_VERSION}, local single-node KRaft broker (JVM, 1 GiB heap), same machine`}`);
     out(`clickhouse  embedded chdb ${ch.chdb} (libchdb / ClickHouse ${ch.libchdb.replaceAll('"', '')}), in-process`);
+    if (ONLY_INTAKE) out('phases      BENCH_PHASES=intake: the intake phase only');
     out(
       `settings    partitions ${settings.KAFKA_TOPIC_PARTITIONS}, INGEST_LINGER_MS ${settings.INGEST_LINGER_MS}, PROJECTOR_FLUSH_MS ${settings.PROJECTOR_FLUSH_MS}, PROJECTOR_MAX_ROWS ${settings.PROJECTOR_MAX_ROWS}${Object.keys(tuned).length ? ' (from the environment)' : ' (defaults)'}`,
     );
@@ -177,6 +181,13 @@ async function main(): Promise<void> {
       rounds: PLAN.intakeRounds,
       warmupMs: PLAN.intakeWarmupMs,
     });
+    if (ONLY_INTAKE) {
+      reportIntake(intake);
+      out('BENCH_PHASES=intake: projector, freshness and read-latency phases not run');
+      out(`load avg    ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} (1/5/15 min, at the end)`);
+      out(`duration    ${((performance.now() - T0) / 1000).toFixed(0)} s`);
+      return;
+    }
     loads.projector = os.loadavg()[0]!;
     const projector = await benchProjector(ctx, { events: PLAN.projectorEvents, rounds: PLAN.projectorRounds });
 
@@ -224,6 +235,11 @@ async function main(): Promise<void> {
 }
 
 function report(intake: IntakeResult, projector: ProjectorResult, f: FreshnessResult, reads: ReadLatencyResult): void {
+  reportIntake(intake);
+  reportRest(projector, f, reads);
+}
+
+function reportIntake(intake: IntakeResult): void {
   out('## 1. Intake throughput (closed loop)');
   out(loadNote('intake'));
   out(`${intake.concurrency} concurrent clients × batches of ${intake.batch}, ${intake.rounds.intake.length} rounds of ${intake.roundMs / 1000} s per mode, modes interleaved; same broker, same topic (${intake.partitions} partitions), same Avro bytes`);
@@ -238,10 +254,10 @@ function report(intake: IntakeResult, projector: ProjectorResult, f: FreshnessRe
         fmtMs(intake.p50[m]),
         fmtMs(intake.p99[m]),
         fmtRatio(intake.median[m] / intake.median.raw),
-        m === 'raw' ? '' : fmtInt(intake.txPerSec[m]),
-        m === 'raw' ? '' : fmtInt(intake.eventsPerTx[m]),
-        m === 'raw' ? '' : fmtMs(intake.txMeanMs[m]),
-        m === 'raw' ? '' : intake.retriesPerSec[m].toFixed(1),
+        m === 'raw' || m === 'passthrough' ? '' : fmtInt(intake.txPerSec[m]),
+        m === 'raw' || m === 'passthrough' ? '' : fmtInt(intake.eventsPerTx[m]),
+        m === 'raw' || m === 'passthrough' ? '' : fmtMs(intake.txMeanMs[m]),
+        m === 'raw' || m === 'passthrough' ? '' : intake.retriesPerSec[m].toFixed(1),
       ]),
     ]),
   );
@@ -249,12 +265,17 @@ function report(intake: IntakeResult, projector: ProjectorResult, f: FreshnessRe
   out('CPU cores used per process (median over rounds; 2 cores in all):');
   for (const m of INTAKE_MODES) out(`  ${MODE_LABEL[m].padEnd(50)} ${fmtCores(intake.cores[m])}`);
   out();
+  out(`intake / HTTP passthrough    ${fmtRatio(intake.median.intake / intake.median.passthrough)}  (issue 9 target ≥ 0.80×: ${intake.median.intake / intake.median.passthrough >= 0.8 ? 'MET' : 'MISSED'})`);
+  out(`passthrough / raw producer   ${fmtRatio(intake.median.passthrough / intake.median.raw)}  (what HTTP + JSON alone cost)`);
   out(`intake / raw producer        ${fmtRatio(intake.median.intake / intake.median.raw)}`);
   out(`intake / raw tx producer     ${fmtRatio(intake.median.intake / intake.median.rawTx)}`);
   out(`intake / group commit direct ${fmtRatio(intake.median.intake / intake.median.groupCommit)}  (the cost of HTTP + JSON + validation + Avro)`);
   const errors = INTAKE_MODES.map((m) => `${m} ${intake.rounds[m].reduce((n, r) => n + r.errors, 0)}`).join(', ');
   out(`errors                       ${errors}`);
   out();
+}
+
+function reportRest(projector: ProjectorResult, f: FreshnessResult, reads: ReadLatencyResult): void {
 
   out('## 2. Projector throughput (Kafka backlog → ClickHouse)');
   out(loadNote('projector'));

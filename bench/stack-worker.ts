@@ -8,16 +8,21 @@
  */
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { createClickHouse, type ClickHouseClient } from '../shared/clickhouse/clickhouse.ts';
 import { loadConfig } from '../shared/config.ts';
 import { createLogger } from '../shared/logger.ts';
 import { startStack, type Stack } from '../services/stack.ts';
-import type { WatchResult, WorkerReady, WorkerRequest, WorkerResponse, RawInsertResult } from './worker-protocol.ts';
+import type { ProcessStats, WatchResult, WorkerReady, WorkerRequest, WorkerResponse, RawInsertResult } from './worker-protocol.ts';
 
 const REPO_ROOT = resolve(import.meta.dirname, '..');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const send = (msg: WorkerReady | WorkerResponse | { type: 'failed'; error: string }) => process.send?.(msg);
+
+// Event-loop delay of the service's own loop, read by the bench through op 'stats'.
+const eld = monitorEventLoopDelay({ resolution: 10 });
+eld.enable();
 
 async function main(): Promise<void> {
   const config = loadConfig(process.env);
@@ -74,6 +79,18 @@ async function main(): Promise<void> {
         return watch;
       case 'rawInsert':
         return rawInsert(need(ch), req.batchSize, req.rounds);
+      case 'stats': {
+        const ns = 1e6;
+        const r: ProcessStats = {
+          eldP50: eld.percentile(50) / ns,
+          eldP99: eld.percentile(99) / ns,
+          eldMax: eld.max / ns,
+          maxRss: process.resourceUsage().maxRSS * 1024,
+          rss: process.memoryUsage.rss(),
+        };
+        if (req.reset) eld.reset();
+        return r;
+      }
       case 'stop':
         await stop();
         setImmediate(() => process.exit(0));

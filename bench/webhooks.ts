@@ -72,6 +72,10 @@ const PLAN = {
   /** The dead destination holds each request this long (far past WEBHOOK_TIMEOUT_MS). */
   deadHoldMs: 15_000,
   webhookTimeoutMs: 2000,
+  /** Fan-out cost as destinations grow: healthy destinations of one more tenant, all selecting video_play. */
+  fanSizes: (process.env.BENCH_WEBHOOK_FAN_SIZES ?? '1,10,100').split(',').map(Number).filter((n) => n >= 1 && n <= 100),
+  /** Deliveries per fan-size round (events = this / destinations, at least one batch). */
+  fanDeliveries: Number(process.env.BENCH_WEBHOOK_FAN_DELIVERIES ?? (QUICK ? 1000 : 6000)),
   /** Hard stop for the whole run, whatever hangs. */
   maxRunMs: 9 * 60_000,
 };
@@ -284,6 +288,7 @@ async function main(): Promise<void> {
     const rx: HttpsReceiver = await startHttpsReceiver();
     cleanups.push(() => rx.close());
     const sinks = new Map<string, Sink>();
+    let fanSink: Sink | undefined;
     let deadAttempts = 0;
     let sampleBody: Buffer | undefined;
     rx.setBehaviour((req) => {
@@ -293,6 +298,10 @@ async function main(): Promise<void> {
         return { status: 200, delayMs: PLAN.deadHoldMs };
       }
       if (req.path === '/ok') sampleBody ??= req.rawBody;
+      if (req.path.startsWith('/fan/')) {
+        fanSink?.offer(req, t);
+        return { status: 200 };
+      }
       sinks.get(req.path)?.offer(req, t);
       return { status: 200 };
     });
@@ -372,7 +381,7 @@ async function main(): Promise<void> {
       raw.once('exit', (code) => reject(new Error(`raw loop child exited during start-up (${code})`)));
     });
     let rawId = 0;
-    const rawRun = (body: string, count: number, path: string): Promise<RawRunResult> =>
+    const rawRun = (body: string, count: number, path: string, concurrency = lane): Promise<RawRunResult> =>
       new Promise((resolve, reject) => {
         const id = ++rawId;
         const onMessage = (m: unknown) => {
@@ -384,7 +393,7 @@ async function main(): Promise<void> {
         };
         raw.on('message', onMessage);
         raw.once('exit', (code) => reject(new Error(`raw loop child exited (${code})`)));
-        const req: RawRunRequest = { type: 'run', id, url: rx.url(path), body, count, concurrency: lane, maxMs: PLAN.roundCapMs };
+        const req: RawRunRequest = { type: 'run', id, url: rx.url(path), body, count, concurrency, maxMs: PLAN.roundCapMs };
         raw.send(req);
       });
 
@@ -514,13 +523,13 @@ async function main(): Promise<void> {
       };
     };
 
-    const rawRound = async (body: string, n = PLAN.events): Promise<RoundResult> => {
+    const rawRound = async (body: string, n = PLAN.events, concurrency = lane): Promise<RoundResult> => {
       const load = os.loadavg()[0]!;
       const sink = new Sink('/raw', undefined);
       sinks.set('/raw', sink);
       const cpu = meter();
       const started = performance.now();
-      const r = await rawRun(body, n, '/raw');
+      const r = await rawRun(body, n, '/raw', concurrency);
       const deadline = performance.now() + 5000;
       while (sink.count < r.ok && performance.now() < deadline) await sink.next(100);
       const cores = cpu.stop();
@@ -681,6 +690,73 @@ async function main(): Promise<void> {
     const latHealthy = await latencyPhase('L0');
     progress(`  p50 ${fmtMs(latHealthy.p50)} p99 ${fmtMs(latHealthy.p99)}, ${latHealthy.received}/${latHealthy.acked} received`);
 
+    // --- fan-out cost as destinations grow (issue 9, item 5) ------------------------
+    // A tenant of its own, so the destinations added here never see the other phases' events.
+    const fanTenant = await setupTenant(http, adminToken, 'bench webhooks fan sizes', 1, false);
+    const fanVideo = fanTenant.videoIds[0]!;
+    let fanDests = 0;
+    const fanRound = async (tag: string, dests: number, events: number) => {
+      const load = os.loadavg()[0]!;
+      const sink = new Sink('/fan', tag);
+      fanSink = sink;
+      const cpu = meter();
+      const started = performance.now();
+      const deadline = started + PLAN.roundCapMs;
+      let sent = 0;
+      let lost = 0;
+      const feeder = async () => {
+        while (sent < events && performance.now() < deadline) {
+          // At most PLAN.window events accepted and not yet delivered everywhere (each lane's queue bound).
+          if ((sent - lost) * dests - sink.count > (PLAN.window - PLAN.batch) * dests) {
+            await sink.next(50);
+            continue;
+          }
+          const from = sent;
+          const size = Math.min(PLAN.batch, events - from);
+          sent += size;
+          const res = await http
+            .request('POST', '/v1/collect', {
+              headers: { 'x-player-key': fanTenant.tenant.player_key },
+              body: JSON.stringify({ events: Array.from({ length: size }, (_, k) => ({ ...eventOf(tag, from + k), video_id: fanVideo })) }),
+            })
+            .catch((err: unknown) => ({ status: 0, body: String(err) }));
+          if (res.status !== 202) {
+            lost += size;
+            progress(`collect answered ${res.status}: ${res.body.slice(0, 200)}`);
+          }
+        }
+      };
+      await Promise.all(Array.from({ length: PLAN.feeders }, feeder));
+      while (sink.count < (sent - lost) * dests && performance.now() < deadline) await sink.next(200);
+      const cores = cpu.stop();
+      fanSink = undefined;
+      return { rate: sink.rate, received: sink.count, expected: (sent - lost) * dests, duplicates: sink.duplicates, cores, load, wallSec: (sink.last - started) / 1000 };
+    };
+    const fanSizes: { dests: number; rounds: Awaited<ReturnType<typeof fanRound>>[]; raw: RoundResult[] }[] = [];
+    for (const dests of PLAN.fanSizes) {
+      while (fanDests < dests) {
+        await http.json('POST', `/admin/v1/tenants/${fanTenant.tenant.id}/destinations`, {
+          token: adminToken,
+          body: { name: `fan ${fanDests}`, url: rx.url(`/fan/${fanDests}`), events: ['video_play'] },
+        });
+        fanDests++;
+      }
+      const events = Math.max(PLAN.batch, Math.round(PLAN.fanDeliveries / dests));
+      progress(`fan-out to ${dests} destinations: warm-up`);
+      await fanRound(`F${dests}w`, dests, Math.max(PLAN.batch, Math.round(events / 5)));
+      const entry = { dests, rounds: [] as Awaited<ReturnType<typeof fanRound>>[], raw: [] as RoundResult[] };
+      for (let r = 0; r < PLAN.rounds; r++) {
+        entry.rounds.push(await fanRound(`F${dests}r${r}`, dests, events));
+        const last = entry.rounds.at(-1)!;
+        progress(`  ${dests} destinations, round ${r + 1}: ${fmtInt(last.rate)} deliveries/s (${last.received}/${last.expected})`);
+        if (dests > 1) {
+          entry.raw.push(await rawRound(body, Math.max(PLAN.fanDeliveries, lane * dests * 4), lane * dests));
+          progress(`  raw loop, ${lane * dests} in flight: ${fmtInt(entry.raw.at(-1)!.rate)}/s`);
+        }
+      }
+      fanSizes.push(entry);
+    }
+
     // --- with a dead destination ---------------------------------------------------
     progress('adding a dead destination (/dead, never answers) for the same tenant');
     await http.json('POST', `/admin/v1/tenants/${tenant.id}/destinations`, {
@@ -758,6 +834,34 @@ async function main(): Promise<void> {
     for (const [label, rs] of [['healthy', fanHealthy], ['+dead', fanDead]] as const) {
       rs.forEach((r, i) => out(`  ${label} #${i + 1}: ${r.attempts}; retry.1m appends ${r.retry1}; dead-destination requests received ${r.deadAttempts}; collect errors ${r.errors}`));
     }
+    out();
+    out(`## 1b. Fan-out cost as destinations grow (issue 9, item 5): one tenant, N healthy destinations all selecting video_play, ${fmtInt(PLAN.fanDeliveries)} deliveries per round, ${PLAN.rounds} rounds per size, closed loop (≤ ${PLAN.window} events not yet delivered everywhere)`);
+    out('per destination / raw = (total / N) against the raw loop with one lane in flight (the same per-destination concurrency);');
+    out(`total / raw = total against the raw loop with ${lane} × N posts in flight to one receiver (the same concurrency summed over the destinations). Target (item 5): ≥ 0.85× the raw loop at the same per-destination concurrency.`);
+    out();
+    out(
+      table([
+        ['destinations', 'total deliveries/s (median)', 'rounds', 'per destination/s', 'per dest / raw (lane)', `raw loop, ${lane}×N in flight`, 'total / raw (lane×N)', 'received', 'dups', 'load1', 'CPU cores used (last round)'],
+        ...fanSizes.map((f) => {
+          const m = median(f.rounds.map((r) => r.rate));
+          const rawN = f.dests === 1 ? mRaw : median(f.raw.map((r) => r.rate));
+          const last = f.rounds.at(-1)!;
+          return [
+            String(f.dests),
+            fmtInt(m),
+            f.rounds.map((r) => fmtInt(r.rate)).join(' / '),
+            fmtInt(m / f.dests),
+            fmtRatio(m / f.dests / mRaw),
+            `${fmtInt(rawN)}${f.dests === 1 ? ' (§1)' : ` (${f.raw.map((r) => fmtInt(r.rate)).join(' / ')})`}`,
+            fmtRatio(m / rawN),
+            f.rounds.map((r) => `${r.received}/${r.expected}`).join(' '),
+            String(f.rounds.reduce((n, r) => n + r.duplicates, 0)),
+            last.load.toFixed(1),
+            fmtCores(last.cores),
+          ];
+        }),
+      ]),
+    );
     out();
     out(`## 2./3. Latency: 202 of POST /v1/collect → first attempt at the healthy destination (${PLAN.rate} events/s for ${PLAN.latencySec} s: ${PLAN.latencyBatch} events per request, one request every ${(PLAN.latencyBatch * 1000) / PLAN.rate} ms, open loop)`);
     out();

@@ -48,8 +48,11 @@ export class StackWorker {
     const fd = openSync(logFile, 'a');
     let child: ChildProcess;
     try {
+      // BENCH_CPU_PROF_DIR=<dir>: each stack writes <dir>/<name>.cpuprofile as it stops (V8 --cpu-prof).
+      const profDir = process.env.BENCH_CPU_PROF_DIR;
       child = fork(join(import.meta.dirname, 'stack-worker.ts'), [], {
         execPath: process.execPath,
+        execArgv: profDir ? [...process.execArgv, '--cpu-prof', `--cpu-prof-dir=${profDir}`, `--cpu-prof-name=${opts.name}.cpuprofile`] : process.execArgv,
         env: opts.env,
         stdio: ['ignore', fd, fd, 'ipc'],
       });

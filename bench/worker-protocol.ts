@@ -5,8 +5,20 @@ export type WorkerRequest = { id: number } & (
   | { op: 'command'; sql: string }
   | { op: 'awaitWatch' }
   | { op: 'rawInsert'; batchSize: number; rounds: number }
+  | { op: 'stats'; reset?: boolean }
   | { op: 'stop' }
 );
+
+/** The stack process's own view of itself (op 'stats'). */
+export interface ProcessStats {
+  /** Event-loop delay since the last reset (perf_hooks.monitorEventLoopDelay, 10 ms resolution), ms. */
+  eldP50: number;
+  eldP99: number;
+  eldMax: number;
+  /** Peak resident set size of the process since it started, bytes. */
+  maxRss: number;
+  rss: number;
+}
 
 export type WorkerOp = WorkerRequest['op'];
 
