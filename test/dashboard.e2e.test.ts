@@ -528,7 +528,8 @@ describe('dashboard in a real browser', () => {
     await shoot('16-video-analytics');
 
     await page.getByLabel('Period').selectOption('7');
-    await expect.poll(() => page.locator('[data-testid="daily-table"] tbody tr').count()).toBe(7);
+    // A new period is a fetch and a render: on a loaded machine that takes more than poll's default second.
+    await expect.poll(() => page.locator('[data-testid="daily-table"] tbody tr').count(), { timeout: 15_000 }).toBe(7);
     expect(await text('[data-testid="daily-summary"] [data-sum="plays"]')).toBe('3');
   });
 
