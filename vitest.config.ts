@@ -10,6 +10,9 @@ export default defineConfig({
     exclude: ['**/node_modules/**', '.data/**', '.cache/**', 'test-output/**'],
     globalSetup: ['test/global-setup.ts'],
     testTimeout: 180_000,
+    // Whole-stack and browser checks poll real processes: on a loaded 2-core
+    // machine a second (the default) is not always enough.
+    expect: { poll: { timeout: 10_000, interval: 50 } },
     hookTimeout: 240_000,
     teardownTimeout: 60_000,
     reporters: ['default'],
