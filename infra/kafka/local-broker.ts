@@ -436,6 +436,10 @@ export async function startLocalCluster(opts: StartLocalClusterOptions): Promise
       port: ports.get(nodeId)!.port,
       nodeId,
       readyTimeoutMs: CLUSTER_READY_TIMEOUT_MS,
+      // Three JVMs share a small machine: C1 only (no C2 compiler threads
+      // competing with the brokers at start-up) and the serial collector
+      // (no concurrent GC threads) for heaps this small.
+      jvmFlags: ['-XX:TieredStopAtLevel=1', '-XX:+UseSerialGC'],
     });
   };
   const saveState = () =>
@@ -560,6 +564,8 @@ type LaunchOptions = {
   port: number;
   /** In a cluster: ready also means this node is registered and unfenced (listed in metadata). */
   nodeId?: number;
+  /** JIT and GC flags; G1 with short pauses unless given. */
+  jvmFlags?: string[];
   readyTimeoutMs?: number;
 };
 
@@ -571,8 +577,7 @@ async function launch(o: LaunchOptions): Promise<LocalBroker> {
   const jvmArgs = [
     `-Xms${Math.min(256, o.heapMb)}m`,
     `-Xmx${o.heapMb}m`,
-    '-XX:+UseG1GC',
-    '-XX:MaxGCPauseMillis=20',
+    ...(o.jvmFlags ?? ['-XX:+UseG1GC', '-XX:MaxGCPauseMillis=20']),
     '-XX:+ExitOnOutOfMemoryError',
     '-Djava.awt.headless=true',
     `-Dkafka.logs.dir=${o.logsDir}`,
