@@ -1,5 +1,13 @@
 import { defineConfig } from 'vitest/config';
 
+/**
+ * Files that run a three-node Kafka cluster (and, for fault injection, the
+ * services as separate processes besides): on two cores they run after the
+ * rest of the suite, one at a time (vitest.faults.config.ts), so their JVMs
+ * never share the machine with another file's broker restarts.
+ */
+export const CLUSTER_FILES = ['infra/kafka/cluster.test.ts', 'test/fault-injection.test.ts'];
+
 // NOTE: the forks pool is required: libchdb binds one data directory per
 // process, so every test file runs in its own process with its own database.
 export default defineConfig({
@@ -7,7 +15,7 @@ export default defineConfig({
     pool: 'forks',
     maxWorkers: 2,
     include: ['**/*.test.ts'],
-    exclude: ['**/node_modules/**', '.data/**', '.cache/**', 'test-output/**'],
+    exclude: ['**/node_modules/**', '.data/**', '.cache/**', 'test-output/**', ...CLUSTER_FILES],
     globalSetup: ['test/global-setup.ts'],
     testTimeout: 180_000,
     // Whole-stack and browser checks poll real processes: on a loaded 2-core

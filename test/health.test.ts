@@ -5,7 +5,8 @@ import { topicDefinitions, topicNames } from '../shared/kafka/topics.ts';
 import { startHttpsReceiver, type HttpsReceiver } from './helpers/https-receiver.ts';
 import { TestStack, eventually, type TestTenant } from './helpers/stack.ts';
 
-const STALL_MS = 3000;
+// Long enough that a loaded machine's slow group join is not taken for a stall.
+const STALL_MS = 10_000;
 
 /** Sums the samples of a Prometheus metric whose labels contain every `match`. */
 const sample = (text: string, name: string, ...match: string[]) =>
