@@ -640,6 +640,25 @@ describe('fault injection: three brokers, separate processes, steady load', () =
             `receiver saw ${seen.join(' ') || 'nothing'}; on Kafka: ${trail.get(x.id)?.join(' ') ?? 'nothing'}`,
         );
       }
+      // Whether an accepted event that is not listed ever reached the event log.
+      if (t.problems.missing.length > 0) {
+        const wanted = new Set(t.problems.missing.slice(0, 20));
+        const found = new Map<string, string>();
+        for (const r of await readTopicToEnd(kafka, admin, topics.playerEvents, 20_000).catch(() => [] as ReadRecord[])) {
+          try {
+            const e = registry.decode<{ visitor_id: string }>('player-event', r.value ?? Buffer.alloc(0));
+            if (wanted.has(e.visitor_id)) found.set(e.visitor_id, `${r.partition}@${r.offset}`);
+          } catch {
+            // poison
+          }
+        }
+        const byVisitor = new Map(events.map((e) => [e.visitor, e]));
+        for (const v of wanted) {
+          const e = byVisitor.get(v)!;
+          const tries = e.request.tries.map((x) => `${x.status}@${x.at - loadStart}ms`).join(' ');
+          diagnosis.push(`  missing ${v} (${e.name}, request sent @${e.request.firstSentAt - loadStart}ms, tries ${tries}): on player.events ${found.get(v) ?? 'NOWHERE (committed read)'}`);
+        }
+      }
       // What sits at a lagging group's committed offset.
       for (const l of state.lags.filter((x) => x.lag > 0).slice(0, 2)) {
         const records = await readTopicToEnd(kafka, admin, l.topic, 15_000).catch(() => [] as ReadRecord[]);
@@ -690,7 +709,7 @@ describe('fault injection: three brokers, separate processes, steady load', () =
         const rejected = load.requests.flatMap((r) => r.tries).filter((x) => x.status !== 202 && x.at >= f.at && x.at <= (f.until ?? loadEnd)).length;
         const p = f.probe;
         lines.push(
-          `fault ${f.name.padEnd(9)} ${Object.entries(f.detail)
+          `fault ${f.name.padEnd(9)} at +${secs(f.at - loadStart)}: ${Object.entries(f.detail)
             .map(([k, v]) => `${k}=${typeof v === 'number' && k.endsWith('_ms') ? secs(v) : v}`)
             .join(' ')}; intake: longest gap without a 202 ${secs(longestGap(acceptedTimes, w.from, w.to))}, ${rejected} tries not 202; ` +
             `deliveries: longest gap without a 2xx ${secs(longestGap(deliveredTimes, w.from, w.to))}; ` +
@@ -701,6 +720,7 @@ describe('fault injection: three brokers, separate processes, steady load', () =
       const table = [header, ...[...t.rows].map(([name, r]) => [name, r.sent, r.accepted, r.listed, r.missing, r.duplicated, r.notAcceptedButListed, r.expected, r.delivered, r.undelivered, r.notSucceeded, r.manyIds].map(String))];
       const widths = header.map((_, i) => Math.max(...table.map((row) => row[i]!.length)));
       for (const row of table) lines.push(row.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  '));
+      lines.push('(an event counts in the phase its request was first sent in: a request in flight when a fault hits counts in the phase before)');
       const laggards = state.lags.filter((l) => l.lag > 0).map((l) => `${l.group.slice(prefix.length)} ${l.topic.slice(prefix.length)}/${l.partition}: ${l.lag}`);
       lines.push(`consumer lag (broker, ${Object.keys(groups).length} groups): ${t.lag}${laggards.length ? ` (${laggards.join('; ')})` : ''}; kafka_consumer_lag in /metrics: ${state.metricLag}`);
       lines.push(
