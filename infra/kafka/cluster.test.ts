@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Admin, Kafka, type KafkaMessage, logLevel } from 'kafkajs';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, onTestFinished } from 'vitest';
 import { ensureTopics, replicationFor, topicDefinitions, topicNames, withReplication } from '../../shared/kafka/topics.ts';
 import { KAFKA_VERSION, type LocalCluster, startLocalCluster } from './local-broker.ts';
 
@@ -93,19 +93,33 @@ async function committedOffsets(groupId: string, topic: string): Promise<Map<num
   });
 }
 
-/** Sends `values` in transactions of 50 (acks=-1, like the intake) and returns once each one committed. */
+/**
+ * Sends `values` in transactions of 50 (acks=-1, like the intake) and returns
+ * once each one committed. Like a real client, a transaction that fails
+ * before its commit is aborted and sent again (read_committed readers never
+ * see an aborted one), within a bound; a failed commit is ambiguous and stays
+ * an error, so "every record exactly once" keeps its meaning.
+ */
 async function produceTransactionally(values: string[], transactionalId: string): Promise<void> {
   const producer = client('cluster-test-tx').producer({ transactionalId, idempotent: true, maxInFlightRequests: 1 });
+  const deadline = Date.now() + 60_000;
   await producer.connect();
   try {
     for (let i = 0; i < values.length; i += 50) {
-      const tx = await producer.transaction();
-      try {
-        await tx.send({ topic: TOPIC, messages: values.slice(i, i + 50).map((value) => ({ key: value, value })) });
+      for (;;) {
+        let tx: Awaited<ReturnType<typeof producer.transaction>> | undefined;
+        try {
+          tx = await producer.transaction();
+          await tx.send({ topic: TOPIC, messages: values.slice(i, i + 50).map((value) => ({ key: value, value })) });
+        } catch (err) {
+          // Not committed: abort (when it began) and send the same records again.
+          if (tx) await tx.abort();
+          if (Date.now() > deadline) throw err;
+          await sleep(500);
+          continue;
+        }
         await tx.commit();
-      } catch (err) {
-        await tx.abort().catch(() => undefined);
-        throw err;
+        break;
       }
     }
   } finally {
@@ -225,6 +239,7 @@ describe(`local Kafka ${KAFKA_VERSION} cluster of three nodes`, { timeout: TEST_
 
   it('keeps producing and consuming while a node is killed with SIGKILL, and the node rejoins every ISR after a restart', async () => {
     const group = await startGroup('g-kill');
+    onTestFinished(() => group.stop().catch(() => undefined));
     const before = numbered('before-kill', 300);
     await produceTransactionally(before, 'cluster-test-before');
     await waitFor('records before the kill', async () => (group.seen.length >= 310 ? true : undefined));
@@ -235,6 +250,9 @@ describe(`local Kafka ${KAFKA_VERSION} cluster of three nodes`, { timeout: TEST_
     const victimPid = cluster.node(victim).pid!;
     expect(victimPid).toBeGreaterThan(0);
     const killedAt = performance.now();
+    onTestFinished(async () => {
+      if (!cluster.node(victim).running) await cluster.restart(victim);
+    });
     await cluster.kill(victim);
     expect(cluster.node(victim)).toMatchObject({ running: false, pid: undefined });
     expect(() => process.kill(victimPid, 0)).toThrow();
