@@ -58,13 +58,16 @@ describe('health that tells the truth, under injected faults', () => {
 
   it('exports consumer lag per group and partition, sampled from the broker', async () => {
     await collect('vis_lag');
+    const groups = ['projector', 'fanout', 'fanout-retry-1m', 'projector-attempts'];
+    // Sampled every 5 s: wait for a sample that covers every group.
     const metrics = await eventually(async () => {
       const m = await s.request('GET', '/metrics');
-      return m.text.includes(`kafka_consumer_lag{group="${s.topicPrefix}projector",topic="${s.topicPrefix}player.events.v1",partition=`) ? m.text : undefined;
-    }, 20_000, 500);
-    for (const group of ['projector', 'fanout', 'fanout-retry-1m', 'projector-attempts']) {
-      expect(metrics).toContain(`kafka_consumer_lag{group="${s.topicPrefix}${group}"`);
-    }
+      return m.text.includes(`kafka_consumer_lag{group="${s.topicPrefix}projector",topic="${s.topicPrefix}player.events.v1",partition=`) &&
+        groups.every((g) => m.text.includes(`kafka_consumer_lag{group="${s.topicPrefix}${g}"`))
+        ? m.text
+        : undefined;
+    }, 30_000, 500);
+    for (const group of groups) expect(metrics).toContain(`kafka_consumer_lag{group="${s.topicPrefix}${group}"`);
     expect((await readyz()).status).toBe(200);
   });
 

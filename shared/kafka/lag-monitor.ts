@@ -57,7 +57,11 @@ export class LagMonitor {
         }
       }
       for (const [groupId, topics] of this.#groups) {
-        const committed = await this.#admin.fetchOffsets({ groupId, topics });
+        // One group the coordinator cannot answer for yet does not hide the others.
+        const committed = await this.#admin.fetchOffsets({ groupId, topics }).catch((err: Error) => {
+          this.#log.debug({ err: { message: err.message }, group: groupId }, 'lag_sample_failed');
+          return [];
+        });
         for (const { topic, partitions } of committed) {
           for (const { partition, offset } of partitions) {
             const end = ends.get(topic)?.get(partition);
