@@ -3,17 +3,11 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createClickHouse, type ClickHouseClient } from '../shared/clickhouse/clickhouse.ts';
 import { topicDefinitions, topicNames } from '../shared/kafka/topics.ts';
 import { startHttpsReceiver, type HttpsReceiver } from './helpers/https-receiver.ts';
+import { metricSum } from './helpers/kafka-inspect.ts';
 import { TestStack, eventually, type TestTenant } from './helpers/stack.ts';
 
 // Long enough that a loaded machine's slow group join is not taken for a stall.
 const STALL_MS = 10_000;
-
-/** Sums the samples of a Prometheus metric whose labels contain every `match`. */
-const sample = (text: string, name: string, ...match: string[]) =>
-  text
-    .split('\n')
-    .filter((l) => l.startsWith(`${name}{`) && match.every((m) => l.includes(m)))
-    .reduce((a, l) => a + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
 
 describe('health that tells the truth, under injected faults', () => {
   let s: TestStack;
@@ -82,7 +76,7 @@ describe('health that tells the truth, under injected faults', () => {
       expect(down.checks.projector).toMatch(new RegExp(`^error: ${s.topicPrefix.replace('.', '\\.')}projector: stalled: work pending and no progress for \\d+ s`));
       expect(down.checks.fanout).toBe('ok');
       const m = await s.request('GET', '/metrics');
-      expect(sample(m.text, 'kafka_consumer_transient_failures_total', `group="${s.topicPrefix}projector"`)).toBeGreaterThan(0);
+      expect(metricSum(m.text, 'kafka_consumer_transient_failures_total', { group: `${s.topicPrefix}projector` })).toBeGreaterThan(0);
     } finally {
       await ch.command({ query: 'RENAME TABLE events_parked TO events' });
     }
@@ -110,7 +104,7 @@ describe('health that tells the truth, under injected faults', () => {
       }, 90_000, 500);
       expect(down.checks.fanout).toMatch(/fanout\.deliveries: producer failing: \d+ requests in a row/);
       const m = await s.request('GET', '/metrics');
-      expect(sample(m.text, 'kafka_produce_failures_total', 'producer="fanout"', `topic="${attempts}"`)).toBeGreaterThanOrEqual(2);
+      expect(metricSum(m.text, 'kafka_produce_failures_total', { producer: 'fanout', topic: attempts })).toBeGreaterThanOrEqual(2);
     } finally {
       await eventually(async () => {
         await admin.createTopics({ topics: [definition!], waitForLeaders: true });

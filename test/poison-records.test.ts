@@ -5,6 +5,7 @@ import { inject } from 'vitest';
 import { SchemaRegistry, type Subject } from '../schemas/registry.ts';
 import { topicNames, type TopicKey } from '../shared/kafka/topics.ts';
 import { startHttpsReceiver, type HttpsReceiver } from './helpers/https-receiver.ts';
+import { groupLags, poisonValues, writePoison, type PoisonKind, type WrittenPoison } from './helpers/kafka-inspect.ts';
 import { TestStack, eventually, type TestTenant } from './helpers/stack.ts';
 
 /** Every topic the service reads, and the consumer groups (or the config store) that read it. */
@@ -40,18 +41,8 @@ const SUBJECT: Partial<Record<TopicKey, Subject>> = {
 
 const registry = SchemaRegistry.fromManifest();
 
-/** The four kinds of poison and the reason each is dead-lettered for. */
-const poisonFor = (subject: Subject): { kind: string; value: Buffer; reason: string }[] => {
-  const header = Buffer.alloc(5);
-  header.writeUInt32BE(registry.writerId(subject), 1);
-  return [
-    { kind: 'garbage', value: Buffer.from('this is not a record \u0000\u00ff at all'), reason: 'not_wire_format' },
-    { kind: 'unknown_schema', value: Buffer.from([0, 0, 1, 0x86, 0x9f, 2, 4, 6]), reason: 'unknown_schema' }, // schema id 99999
-    // The subject's own schema id, then a body cut short (a string that promises 36 bytes and has 2).
-    { kind: 'truncated', value: Buffer.concat([header, Buffer.from([0x48, 0x61, 0x62])]), reason: 'undecodable' },
-    { kind: 'empty', value: Buffer.alloc(0), reason: 'empty_value' },
-  ];
-};
+/** The reason each kind of poison is dead-lettered for. */
+const REASON: Record<PoisonKind, string> = { garbage: 'not_wire_format', unknown_schema: 'unknown_schema', truncated: 'undecodable', empty: 'empty_value' };
 
 interface Letter {
   source: string;
@@ -73,7 +64,7 @@ describe('poison records on every topic the service reads', () => {
   let producer: Producer;
   let admin: Admin;
   let env: Record<string, string>;
-  const poisoned: { topic: string; partition: number; offset: string; kind: string; reason: string }[] = [];
+  const poisoned: (WrittenPoison & { reason: string })[] = [];
 
   const names = () => topicNames(s.topicPrefix);
   const groupsOf = (key: TopicKey) => (READERS[key] ?? []).map((g) => (g === 'config-store' ? g : `${s.topicPrefix}${g}`));
@@ -106,17 +97,8 @@ describe('poison records on every topic the service reads', () => {
   };
 
   /** Lag of a group on a topic from the broker: committed offset vs high watermark. */
-  const lagOf = async (groupId: string, topic: string): Promise<number> => {
-    const ends = await admin.fetchTopicOffsets(topic);
-    const [committed] = await admin.fetchOffsets({ groupId, topics: [topic] });
-    let lag = 0;
-    for (const e of ends) {
-      const c = committed!.partitions.find((p) => p.partition === e.partition);
-      const from = c && Number(c.offset) >= 0 ? Number(c.offset) : Number(e.low);
-      lag += Number(e.high) - from;
-    }
-    return lag;
-  };
+  const lagOf = async (groupId: string, topic: string): Promise<number> =>
+    (await groupLags(admin, { [groupId]: [topic] })).reduce((n, p) => n + p.lag, 0);
 
   const flakyAttempts = new Map<string, number>();
 
@@ -217,10 +199,7 @@ describe('poison records on every topic the service reads', () => {
   it('dead-letters each poison record once per reader, with its coordinates and reason, and keeps every consumer flowing', async () => {
     const topics = names();
     for (const key of Object.keys(READERS) as TopicKey[]) {
-      for (const { kind, value, reason } of poisonFor(SUBJECT[key]!)) {
-        const [meta] = await producer.send({ topic: topics[key], acks: -1, messages: [{ key: `poison-${kind}-${randomBytes(3).toString('hex')}`, value }] });
-        poisoned.push({ topic: topics[key], partition: meta!.partition, offset: meta!.baseOffset!, kind, reason });
-      }
+      for (const p of await writePoison(producer, topics[key], poisonValues(registry.writerId(SUBJECT[key]!)))) poisoned.push({ ...p, reason: REASON[p.kind] });
     }
     expect(poisoned).toHaveLength(48);
 

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHttpsReceiver, type HttpsReceiver } from './helpers/https-receiver.ts';
+import { metricSum } from './helpers/kafka-inspect.ts';
 import { TestStack, eventually, type TestTenant } from './helpers/stack.ts';
 
 const WITH_SECRET = 100;
@@ -7,12 +8,8 @@ const WITHOUT_SECRET = 200;
 const LIMIT = WITH_SECRET + WITHOUT_SECRET;
 const EVENTS = 100;
 
-/** Sums every sample of a Prometheus counter (all label sets). */
 /** Distinct deliveries the receiver saw for the big tenant's webhooks. */
 const bigDeliveries = (rx: HttpsReceiver) => new Set(rx.requests.filter((q) => q.path.startsWith('/big/')).map((q) => String(q.headers['x-player-delivery-id']))).size;
-
-const total = (text: string, name: string) =>
-  [...text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\d+(?:\\.\\d+)?)`, 'gm'))].reduce((a, m) => a + Number(m[1]), 0);
 
 describe('webhooks: a tenant with 300 destinations beside a small tenant', () => {
   let s: TestStack;
@@ -103,9 +100,9 @@ describe('webhooks: a tenant with 300 destinations beside a small tenant', () =>
     }
     expect(rx.requests.filter((q) => q.path.startsWith('/big-integration/'))).toHaveLength(0);
     const metrics = await s.request('GET', '/metrics');
-    expect(total(metrics.text, 'kafka_produce_failures_total')).toBe(0);
-    expect(total(metrics.text, 'dead_lettered_records_total')).toBe(0);
-    expect(total(metrics.text, 'security_events_total')).toBe(EVENTS * WITHOUT_SECRET);
+    expect(metricSum(metrics.text, 'kafka_produce_failures_total')).toBe(0);
+    expect(metricSum(metrics.text, 'dead_lettered_records_total')).toBe(0);
+    expect(metricSum(metrics.text, 'security_events_total')).toBe(EVENTS * WITHOUT_SECRET);
     const ready = await s.request('GET', '/readyz');
     expect(ready.status, JSON.stringify(ready.body)).toBe(200);
   });

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
 import { inject } from 'vitest';
 import { topicNames } from '../../shared/kafka/topics.ts';
+import { groupLags } from './kafka-inspect.ts';
 import { loadConfig } from '../../shared/config.ts';
 import { createLogger } from '../../shared/logger.ts';
 import { startStack, type Stack } from '../../services/stack.ts';
@@ -88,18 +89,8 @@ export class TestStack {
     const admin = new Kafka({ clientId: 'test-lag', brokers: this.stack.kafkaBrokers, logLevel: logLevel.NOTHING }).admin();
     await admin.connect();
     try {
-      await eventually(async () => {
-        for (const [group, topic] of groups) {
-          const ends = await admin.fetchTopicOffsets(topic);
-          const [committed] = await admin.fetchOffsets({ groupId: `${this.topicPrefix}${group}`, topics: [topic] });
-          for (const e of ends) {
-            const c = committed?.partitions.find((p) => p.partition === e.partition);
-            const from = c && Number(c.offset) >= 0 ? Number(c.offset) : Number(e.low);
-            if (Number(e.high) > from) return undefined;
-          }
-        }
-        return true;
-      }, timeoutMs, 100);
+      const byGroup = Object.fromEntries(groups.map(([group, topic]) => [`${this.topicPrefix}${group}`, [topic]]));
+      await eventually(async () => ((await groupLags(admin, byGroup)).every((p) => p.lag === 0) ? true : undefined), timeoutMs, 100);
     } finally {
       await admin.disconnect();
     }
