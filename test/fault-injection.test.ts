@@ -32,7 +32,7 @@ import { SchemaRegistry, type Subject } from '../schemas/registry.ts';
 import { topicNames, type TopicKey, type Topics } from '../shared/kafka/topics.ts';
 import { startHttpsReceiver, type HttpsReceiver } from './helpers/https-receiver.ts';
 import { startIntakeLoad, type IntakeLoad, type LoadRequest } from './helpers/intake-load.ts';
-import { groupLags, metricSum, poisonValues, readTopicToEnd, writePoison, type PartitionLag, type ReadRecord, type WrittenPoison } from './helpers/kafka-inspect.ts';
+import { groupLags, metricSum, poisonValues, readTopicToEnd, writePoison, type PartitionLag, type ReadRecord, type WrittenPoison, READ_TOPIC_SUBJECTS } from './helpers/kafka-inspect.ts';
 import { ServiceProcess } from './helpers/service-process.ts';
 import { deliveryId } from '../shared/webhooks/fanout-plan.ts';
 
@@ -75,21 +75,7 @@ const GROUPS: Record<string, TopicKey[]> = {
   'fanout-retry-30m': ['retry3'],
 };
 
-/** Every topic the service reads (consumer groups and the config store), with the subject of its records. */
-const READ_TOPICS: Partial<Record<TopicKey, Subject>> = {
-  playerEvents: 'player-event',
-  tenants: 'tenant',
-  apiKeys: 'api-key',
-  videos: 'video',
-  apiKeyUsage: 'api-key-usage',
-  destinations: 'destination',
-  webhookAttempts: 'webhook-attempt',
-  securityEvents: 'security-event',
-  webhooksManual: 'delivery',
-  retry1: 'delivery',
-  retry2: 'delivery',
-  retry3: 'delivery',
-};
+const READ_TOPICS = READ_TOPIC_SUBJECTS;
 
 type FaultName = 'broker' | 'fanout' | 'projector' | 'poison';
 const FAULTS: FaultName[] = ['broker', 'fanout', 'projector', 'poison'];

@@ -2,10 +2,10 @@ import { randomBytes } from 'node:crypto';
 import { Kafka, logLevel, type Admin, type Producer } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
-import { SchemaRegistry, type Subject } from '../schemas/registry.ts';
+import { SchemaRegistry } from '../schemas/registry.ts';
 import { topicNames, type TopicKey } from '../shared/kafka/topics.ts';
 import { startHttpsReceiver, type HttpsReceiver } from './helpers/https-receiver.ts';
-import { groupLags, poisonValues, writePoison, type PoisonKind, type WrittenPoison } from './helpers/kafka-inspect.ts';
+import { groupLags, poisonValues, writePoison, type PoisonKind, type WrittenPoison, READ_TOPIC_SUBJECTS } from './helpers/kafka-inspect.ts';
 import { TestStack, eventually, type TestTenant } from './helpers/stack.ts';
 
 /** Every topic the service reads, and the consumer groups (or the config store) that read it. */
@@ -24,20 +24,7 @@ const READERS: Partial<Record<TopicKey, string[]>> = {
   retry3: ['fanout-retry-30m'],
 };
 
-const SUBJECT: Partial<Record<TopicKey, Subject>> = {
-  playerEvents: 'player-event',
-  videos: 'video',
-  tenants: 'tenant',
-  apiKeys: 'api-key',
-  apiKeyUsage: 'api-key-usage',
-  destinations: 'destination',
-  webhookAttempts: 'webhook-attempt',
-  securityEvents: 'security-event',
-  webhooksManual: 'delivery',
-  retry1: 'delivery',
-  retry2: 'delivery',
-  retry3: 'delivery',
-};
+const SUBJECT = READ_TOPIC_SUBJECTS;
 
 const registry = SchemaRegistry.fromManifest();
 

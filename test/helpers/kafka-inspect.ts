@@ -1,3 +1,5 @@
+import type { Subject } from '../../schemas/registry.ts';
+import type { TopicKey } from '../../shared/kafka/topics.ts';
 import { randomBytes } from 'node:crypto';
 import type { Admin, Kafka, Producer } from 'kafkajs';
 
@@ -145,3 +147,19 @@ export function metricSum(text: string | undefined, name: string, labels: Record
   }
   return sum;
 }
+
+/** Every topic the service reads (consumer groups and the config store), with the subject of its records. */
+export const READ_TOPIC_SUBJECTS: Partial<Record<TopicKey, Subject>> = {
+  playerEvents: 'player-event',
+  tenants: 'tenant',
+  apiKeys: 'api-key',
+  videos: 'video',
+  apiKeyUsage: 'api-key-usage',
+  destinations: 'destination',
+  webhookAttempts: 'webhook-attempt',
+  securityEvents: 'security-event',
+  webhooksManual: 'delivery',
+  retry1: 'delivery',
+  retry2: 'delivery',
+  retry3: 'delivery',
+};
