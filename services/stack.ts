@@ -175,6 +175,7 @@ export async function startStack(config: Config, log: Logger): Promise<Stack> {
         groupPrefix: config.KAFKA_TOPIC_PREFIX,
         deadLetters,
         stallMs: config.CONSUMER_STALL_TIMEOUT_MS,
+        sessionTimeoutMs: config.KAFKA_SESSION_TIMEOUT_MS,
       });
       const p = projector;
       for (const c of p.consumers) lag.watch(c.groupId, [...c.topics]);
@@ -207,6 +208,7 @@ export async function startStack(config: Config, log: Logger): Promise<Stack> {
         perDestinationQueue: config.FANOUT_PER_DESTINATION_QUEUE,
         deadLetters,
         stallMs: config.CONSUMER_STALL_TIMEOUT_MS,
+        sessionTimeoutMs: config.KAFKA_SESSION_TIMEOUT_MS,
         producerFailuresUnhealthy: config.PRODUCER_FAILURES_UNHEALTHY,
       });
       for (const c of fanout.consumers) lag.watch(c.groupId, [...c.topics]);

@@ -100,6 +100,7 @@ export const ConfigSchema = z.object({
   FANOUT_PER_DESTINATION_QUEUE: intFrom(1000, 1),
   MAX_DESTINATIONS_PER_TENANT: intFrom(100, 1),
   CONSUMER_STALL_TIMEOUT_MS: intFrom(60000, 1000),
+  KAFKA_SESSION_TIMEOUT_MS: intFrom(30000, 6000),
   PRODUCER_FAILURES_UNHEALTHY: intFrom(5, 1),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });

@@ -95,36 +95,79 @@ async function committedOffsets(groupId: string, topic: string): Promise<Map<num
 
 /**
  * Sends `values` in transactions of 50 (acks=-1, like the intake) and returns
- * once each one committed. Like a real client, a transaction that fails
- * before its commit is aborted and sent again (read_committed readers never
- * see an aborted one), within a bound; a failed commit is ambiguous and stays
- * an error, so "every record exactly once" keeps its meaning.
+ * once each one committed. Like a real client: a transaction that fails before
+ * its commit is sent again by a new producer with the same transactional id
+ * (its initialisation fences the old one and aborts the open transaction, so
+ * read_committed readers never see it); kafkajs does not retry a commit or an
+ * abort whose coordinator died. A commit that fails is ambiguous: the new
+ * producer's initialisation settles it (a commit already prepared completes),
+ * and `committed` tells whether the batch arrived; only then is it sent again.
  */
-async function produceTransactionally(values: string[], transactionalId: string): Promise<void> {
-  const producer = client('cluster-test-tx').producer({ transactionalId, idempotent: true, maxInFlightRequests: 1 });
-  const deadline = Date.now() + 60_000;
-  await producer.connect();
+async function produceTransactionally(values: string[], transactionalId: string, committed?: (batch: string[]) => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + 90_000;
+  const open = async () => {
+    for (;;) {
+      const producer = client('cluster-test-tx').producer({ transactionalId, idempotent: true, maxInFlightRequests: 1 });
+      try {
+        await producer.connect();
+        return producer;
+      } catch (err) {
+        await producer.disconnect().catch(() => undefined);
+        if (Date.now() > deadline) throw err;
+        await sleep(500);
+      }
+    }
+  };
+  let producer = await open();
+  const replace = async () => {
+    await producer.disconnect().catch(() => undefined);
+    producer = await open();
+  };
   try {
     for (let i = 0; i < values.length; i += 50) {
+      const batch = values.slice(i, i + 50);
       for (;;) {
-        let tx: Awaited<ReturnType<typeof producer.transaction>> | undefined;
+        let tx: Awaited<ReturnType<typeof producer.transaction>>;
         try {
           tx = await producer.transaction();
-          await tx.send({ topic: TOPIC, messages: values.slice(i, i + 50).map((value) => ({ key: value, value })) });
+          await tx.send({ topic: TOPIC, messages: batch.map((value) => ({ key: value, value })) });
         } catch (err) {
-          // Not committed: abort (when it began) and send the same records again.
-          if (tx) await tx.abort();
+          // Not committed: the new producer's initialisation aborts it.
           if (Date.now() > deadline) throw err;
-          await sleep(500);
+          await replace();
           continue;
         }
-        await tx.commit();
-        break;
+        try {
+          await tx.commit();
+          break;
+        } catch (err) {
+          if (!committed || Date.now() > deadline) throw err;
+          await replace();
+          if (await committed(batch)) break;
+        }
       }
     }
   } finally {
-    await producer.disconnect();
+    await producer.disconnect().catch(() => undefined);
   }
+}
+
+/**
+ * For a commit that failed: whether `group` (read_committed, running) gets the
+ * batch. Once the new producer's initialisation has settled the transaction,
+ * a committed batch reaches a running group within seconds; 45 s covers the
+ * group's own recovery after a node kill.
+ */
+function arrivedAt(group: { seen: KafkaMessage[] }) {
+  return async (batch: string[]): Promise<boolean> => {
+    log(`a commit failed: waiting to see whether its ${batch.length} records arrive`);
+    const arrived = await waitFor('the batch of an ambiguous commit', async () => {
+      const seen = new Set(group.seen.map((m) => m.value?.toString()));
+      return batch.every((v) => seen.has(v)) ? true : undefined;
+    }, 45_000).catch(() => false);
+    log(`the batch ${arrived ? 'was committed' : 'was not committed: sending it again'}`);
+    return arrived;
+  };
 }
 
 /** A read_committed consumer group that commits every batch it has seen. */
@@ -241,7 +284,7 @@ describe(`local Kafka ${KAFKA_VERSION} cluster of three nodes`, { timeout: TEST_
     const group = await startGroup('g-kill');
     onTestFinished(() => group.stop().catch(() => undefined));
     const before = numbered('before-kill', 300);
-    await produceTransactionally(before, 'cluster-test-before');
+    await produceTransactionally(before, 'cluster-test-before', arrivedAt(group));
     await waitFor('records before the kill', async () => (group.seen.length >= 310 ? true : undefined));
 
     const victim = await busiestLeader();
@@ -259,7 +302,7 @@ describe(`local Kafka ${KAFKA_VERSION} cluster of three nodes`, { timeout: TEST_
 
     // Acknowledged writes survive, and writes go on (acks=-1 with two of three in sync).
     const during = numbered('while-down', 300);
-    await produceTransactionally(during, 'cluster-test-during');
+    await produceTransactionally(during, 'cluster-test-during', arrivedAt(group));
     const writableAfterMs = performance.now() - killedAt;
     const partitionsDown = await waitFor(
       'the killed node to leave every ISR and leadership',
@@ -298,7 +341,7 @@ describe(`local Kafka ${KAFKA_VERSION} cluster of three nodes`, { timeout: TEST_
     log(`node ${victim} restarted and back in every ISR after ${((performance.now() - restartedAt) / 1000).toFixed(1)} s`);
 
     const after = numbered('after-restart', 100);
-    await produceTransactionally(after, 'cluster-test-after');
+    await produceTransactionally(after, 'cluster-test-after', arrivedAt(group));
     await waitFor('records after the restart', async () => (group.seen.length >= 710 ? true : undefined));
     await sleep(1_000);
     await group.stop();

@@ -38,6 +38,8 @@ export interface FanoutDeps {
   deadLetters: DeadLetterSink;
   /** Work pending with no progress for this long makes a consumer unhealthy. */
   stallMs: number;
+  /** Group session timeout of every consumer (KAFKA_SESSION_TIMEOUT_MS). */
+  sessionTimeoutMs?: number;
   /** Consecutive failed produce requests after which a producer counts as unhealthy. */
   producerFailuresUnhealthy: number;
   now?: () => number;
@@ -290,7 +292,7 @@ export async function startFanout(deps: FanoutDeps) {
   };
 
   const maxOutstanding = deps.maxInFlight * 8;
-  const common = { kafka: deps.kafka, log, metrics: deps.metrics, deadLetters: deps.deadLetters, stallMs: deps.stallMs, maxOutstanding };
+  const common = { kafka: deps.kafka, log, metrics: deps.metrics, deadLetters: deps.deadLetters, stallMs: deps.stallMs, sessionTimeoutMs: deps.sessionTimeoutMs, maxOutstanding };
   const events = new TrackedConsumer<PlayerEventRecord>({
     ...common,
     groupId: `${deps.groupPrefix}fanout`,

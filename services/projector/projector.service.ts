@@ -26,6 +26,8 @@ export interface ProjectorDeps {
   deadLetters: DeadLetterSink;
   /** Work pending with no progress for this long makes a consumer unhealthy. */
   stallMs: number;
+  /** Group session timeout of every consumer (KAFKA_SESSION_TIMEOUT_MS). */
+  sessionTimeoutMs?: number;
 }
 
 
@@ -46,7 +48,7 @@ export async function startProjector(deps: ProjectorDeps) {
     deps.metrics.insertDuration.observe({ table }, (performance.now() - started) / 1000);
   };
 
-  const common = { kafka: deps.kafka, log, metrics: deps.metrics, deadLetters: deps.deadLetters, stallMs: deps.stallMs, flushMs: deps.flushMs };
+  const common = { kafka: deps.kafka, log, metrics: deps.metrics, deadLetters: deps.deadLetters, stallMs: deps.stallMs, sessionTimeoutMs: deps.sessionTimeoutMs, flushMs: deps.flushMs };
   /** The values of a batch (a tombstone has no place on these topics and is dead-lettered by the decoder). */
   const values = <T>(items: BatchItem<T>[]): T[] => items.flatMap((i) => (i.record.kind === 'value' ? [i.record.value] : []));
 

@@ -9,6 +9,14 @@ export class KafkaUnavailableError extends Error {
 }
 
 interface Lane {
+  /**
+   * Kept by the lane's replacement producers: initialising a producer with
+   * the same id fences the failed one and ends its open transaction at once
+   * (a prepared commit completes, anything else aborts). A new id would leave
+   * that transaction open until its timeout, and read_committed readers of
+   * its partitions would wait that long (30 s) for every later record.
+   */
+  transactionalId: string;
   producer: Producer | undefined;
   running: Promise<void> | undefined;
 }
@@ -57,7 +65,7 @@ export class GroupCommitProducer {
 
   constructor(opts: GroupCommitProducerOptions) {
     this.#opts = opts;
-    this.#lanes = Array.from({ length: opts.parallelTransactions ?? 2 }, () => ({ producer: undefined, running: undefined }));
+    this.#lanes = Array.from({ length: opts.parallelTransactions ?? 2 }, () => ({ transactionalId: `ingest-${randomUUID()}`, producer: undefined, running: undefined }));
   }
 
   async connect(): Promise<void> {
@@ -162,7 +170,7 @@ export class GroupCommitProducer {
     if (lane.producer) return lane.producer;
     const producer = this.#opts.kafka.producer({
       createPartitioner: Partitioners.DefaultPartitioner,
-      transactionalId: `ingest-${randomUUID()}`,
+      transactionalId: lane.transactionalId,
       idempotent: true,
       maxInFlightRequests: 1,
       transactionTimeout: 30000,

@@ -15,6 +15,12 @@ export interface GroupMemberOptions<T> {
   deadLetters: DeadLetterSink;
   /** Work pending with no progress for this long makes the member unhealthy. */
   stallMs: number;
+  /**
+   * How long the group coordinator waits for a silent member before it hands
+   * its partitions to others (default 30 s): after a kill -9, the time those
+   * partitions stand still.
+   */
+  sessionTimeoutMs?: number;
   fromBeginning?: boolean;
   consumer?: Partial<ConsumerConfig>;
 }
@@ -50,7 +56,8 @@ export abstract class GroupMember<T> {
   constructor(opts: GroupMemberOptions<T>) {
     this.opts = opts;
     this.log = opts.log.child({ group: opts.groupId });
-    this.consumer = opts.kafka.consumer({ groupId: opts.groupId, sessionTimeout: 30000, heartbeatInterval: 3000, ...opts.consumer });
+    const sessionTimeout = opts.sessionTimeoutMs ?? 30000;
+    this.consumer = opts.kafka.consumer({ groupId: opts.groupId, sessionTimeout, heartbeatInterval: Math.min(3000, Math.floor(sessionTimeout / 3)), ...opts.consumer });
     const { events } = this.consumer;
     this.consumer.on(events.CRASH, (e) => {
       const message = String((e.payload.error as Error | undefined)?.message ?? e.payload.error);
