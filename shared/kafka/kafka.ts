@@ -20,9 +20,15 @@ export function createKafka(opts: { brokers: string[]; clientId: string; log: Lo
         const { message, ...rest } = entry;
         const fields = { namespace: entry.namespace, broker: rest.broker, error: rest.error };
         // NOTE: kafkajs logs every retriable error response (coordinator
-        // loading, leader moved) at ERROR and then retries; those are debug
-        // noise. Real failures surface as crashes or failed sends.
-        if (message.startsWith('Response ')) log.debug(fields, message);
+        // loading, leader moved) at ERROR and then retries, and so every
+        // retried produce ("Failed to send messages": a transaction's markers
+        // still being written, CONCURRENT_TRANSACTIONS, comes after each
+        // commit); those are debug noise. Real failures surface as crashes or
+        // failed sends, which the service logs itself (kafka_produce_failed,
+        // fanout_produce_retry, consumer_crashed). The warning that an
+        // idempotent producer's retries are limited is by design: a producer
+        // that keeps failing is replaced instead (coalescing-sender.ts).
+        if (message.startsWith('Response ') || message.startsWith('Failed to send messages') || message.startsWith('Limiting retries for the idempotent producer')) log.debug(fields, message);
         else if (level <= logLevel.ERROR) log.error(fields, message);
         else if (level === logLevel.WARN) log.warn(fields, message);
         else log.debug(fields, message);
