@@ -1,5 +1,8 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { FairSlots } from './fair-slots.ts';
+
+// Waits for a state the slots reach within a few microtasks, with a deadline.
+const settled = (check: () => void) => vi.waitFor(check, { timeout: 2_000, interval: 1 });
 
 describe('FairSlots', () => {
   it('hands freed slots to waiting tenants in turn, not in arrival order', async () => {
@@ -12,7 +15,8 @@ describe('FairSlots', () => {
     ];
     for (let i = 0; i < 6; i++) {
       slots.release();
-      await new Promise((r) => setImmediate(r));
+      // Each release wakes exactly one waiter.
+      await settled(() => expect(order).toHaveLength(i + 1));
     }
     await Promise.all(waiters);
     // The small tenant queued after five of the big tenant's, and is served second.
@@ -23,16 +27,24 @@ describe('FairSlots', () => {
     const slots = new FairSlots(3);
     let held = 0;
     let most = 0;
-    await Promise.all(
-      Array.from({ length: 30 }, async (_, i) => {
-        await slots.acquire(`t${i % 4}`);
-        held++;
-        most = Math.max(most, held);
-        await new Promise((r) => setTimeout(r, 1));
-        held--;
-        slots.release();
-      }),
-    );
+    let finished = 0;
+    const gates: (() => void)[] = [];
+    const tasks = Array.from({ length: 30 }, async (_, i) => {
+      await slots.acquire(`t${i % 4}`);
+      held++;
+      most = Math.max(most, held);
+      await new Promise<void>((r) => gates.push(r));
+      held--;
+      finished++;
+      slots.release();
+    });
+    for (let done = 0; done < 30; done++) {
+      // Every slot is taken while enough tasks remain, and no more than that.
+      const expected = Math.min(3, 30 - done);
+      await settled(() => expect({ held, waiting: gates.length, finished }).toEqual({ held: expected, waiting: expected, finished: done }));
+      gates.shift()!();
+    }
+    await Promise.all(tasks);
     expect(most).toBe(3);
   });
 });

@@ -2,6 +2,10 @@
  * A semaphore shared by tenants: waiters queue per tenant and a freed slot
  * goes to the tenants in turn, so one tenant's thousands of waiting
  * deliveries delay another tenant's by at most one slot each.
+ *
+ * NOTE: not a `p-limit` like the destination lanes (lanes.ts): p-limit keeps
+ * one FIFO queue, so a tenant with thousands of queued deliveries would hold
+ * every other tenant's back behind all of them.
  */
 export class FairSlots {
   #free: number;
