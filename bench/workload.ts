@@ -74,7 +74,7 @@ export function collectBodies(videoIds: string[], count: number, batch: number):
   return bodies;
 }
 
-/** The record the intake would put on the topic for `e` (mirrors ingest.service.ts toRecord). */
+/** The record the intake would put on the topic for `e` (mirrors collectRecords in services/ingest/event-record.ts). */
 export function recordOf(e: PlayerEvent, tenantId: string, videoUuid: (vid: string) => string, received: number): PlayerEventRecord {
   return {
     event_id: randomUUID(),

@@ -1,37 +1,30 @@
-import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { Partitioners, type Admin } from 'kafkajs';
+import { Partitioners, type Admin, type Kafka, type Producer } from 'kafkajs';
 import { SchemaRegistry } from '../schemas/registry.ts';
 import { createClickHouse, migrate, type ClickHouseClient } from '../shared/clickhouse/clickhouse.ts';
-import type { Config } from '../shared/config.ts';
+import type { Config, ServiceName } from '../shared/config.ts';
 import { ConfigStore, ConfigWriter } from '../shared/config-store/config-store.ts';
-import { buildHttpApp } from '../shared/http/app.ts';
-import { apiKeyAuth } from '../shared/http/api-key-auth.ts';
+import type { App } from '../shared/http/app.ts';
 import { GroupCommitProducer } from '../shared/kafka/group-commit-producer.ts';
 import { createKafka, waitForCoordinator } from '../shared/kafka/kafka.ts';
 import { CoalescingSender } from '../shared/kafka/coalescing-sender.ts';
 import { DeadLetterSink } from '../shared/kafka/dead-letters.ts';
 import { LagMonitor } from '../shared/kafka/lag-monitor.ts';
-import { ensureTopics, topicDefinitions, topicNames } from '../shared/kafka/topics.ts';
+import { ensureTopics, topicDefinitions, topicNames, type Topics } from '../shared/kafka/topics.ts';
 import type { Logger } from '../shared/logger.ts';
-import { createMetrics } from '../shared/metrics.ts';
-import { withTimeout } from '../shared/timeout.ts';
-import { startLocalBroker, type LocalBroker } from '../infra/kafka/local-broker.ts';
-import { startAdmin } from './admin/admin.service.ts';
-import { EventsRepository } from './api/events.repository.ts';
-import { AnalyticsRepository } from './api/analytics.repository.ts';
-import { startApi } from './api/api.service.ts';
-import { startIngest } from './ingest/ingest.service.ts';
-import { startProjector } from './projector/projector.service.ts';
-import { startFanout } from './fanout/fanout.service.ts';
-import { startDashboard } from './dashboard/dashboard.service.ts';
-import { DeliveryLogRepository } from './admin/delivery-log.repository.ts';
-import { SecretBox } from '../shared/secrets.ts';
+import { createMetrics, type Metrics } from '../shared/metrics.ts';
+import type { SecretBox } from '../shared/secrets.ts';
 import { HttpsDeliveryClient } from '../shared/webhooks/https-delivery.ts';
 import { parseCidrList } from '../shared/webhooks/address-policy.ts';
-
-const VERSION = '0.1.0';
+import { startLocalBroker } from '../infra/kafka/local-broker.ts';
+import { startProjector } from './projector/projector.service.ts';
+import { startFanout } from './fanout/fanout.service.ts';
+import { buildStackApp, mountHttpServices } from './stack/http-services.ts';
+import { opsRoutes, probe, type Probe } from './stack/ops.routes.ts';
+import type { HealthSource, Problems } from './stack/readiness.ts';
+import { ShutdownSequence } from './stack/shutdown-sequence.ts';
+import { stackSecrets, type StackSecrets } from './stack/stack-secrets.ts';
 
 export interface Stack {
   url: string;
@@ -40,11 +33,6 @@ export interface Stack {
   kafkaBrokers: string[];
   kafkaDescribe: string;
   clickhouseDescribe: string;
-  stop(): Promise<void>;
-}
-
-interface Stoppable {
-  name: string;
   stop(): Promise<void>;
 }
 
@@ -57,261 +45,266 @@ interface Stoppable {
 export async function startStack(config: Config, log: Logger): Promise<Stack> {
   const dataDir = resolve(config.DATA_DIR);
   mkdirSync(dataDir, { recursive: true });
-  const adminToken = config.ADMIN_TOKEN ?? persistentSecret(join(dataDir, 'admin-token'), 'adm_');
-  const cursorSecret = config.CURSOR_SECRET ?? persistentSecret(join(dataDir, 'cursor-secret'), '');
-  const secrets = SecretBox.fromString(config.SECRETS_KEY ?? persistentSecret(join(dataDir, 'secrets-key'), ''));
-  const allowList = parseCidrList(config.WEBHOOK_ALLOWED_CIDRS);
-  const extraCaPem = config.WEBHOOK_CA_FILE ? readFileSync(config.WEBHOOK_CA_FILE, 'utf8') : undefined;
-  const services = new Set(config.SERVICES);
-  const stoppers: Stoppable[] = [];
+  const secrets = stackSecrets(config, dataDir);
+  const network = webhookNetwork(config);
   // Shutdown has SHUTDOWN_TIMEOUT_MS in all (services/main.ts exits after it):
   // consumers get shares of what remains to finish work in flight, leaving
-  // time to commit and close clients.
-  let shutdownDeadline = Number.POSITIVE_INFINITY;
-  const drainBudget = (share: number) => Math.max(200, Math.floor((shutdownDeadline - Date.now()) * share));
-  const stopAll = async () => {
-    shutdownDeadline = Date.now() + Math.floor(config.SHUTDOWN_TIMEOUT_MS * 0.8);
-    for (const s of stoppers.reverse()) {
-      try {
-        await s.stop();
-      } catch (err) {
-        log.warn({ err, component: s.name }, 'stop_failed');
-      }
-    }
-    stoppers.length = 0;
-  };
-
+  // time to commit and close clients (stack/shutdown-sequence.ts).
+  const shutdown = new ShutdownSequence({
+    timeoutMs: config.SHUTDOWN_TIMEOUT_MS,
+    onStopFailed: (component, err) => log.warn({ err, component }, 'stop_failed'),
+  });
   try {
-    let brokers = config.KAFKA_BROKERS;
-    let kafkaDescribe = `Kafka at ${brokers?.join(',')}`;
-    if (!brokers) {
-      const broker: LocalBroker = await startLocalBroker({
-        dataDir: join(dataDir, 'kafka'),
-        partitions: config.KAFKA_TOPIC_PARTITIONS,
-        log: (m) => log.info({ component: 'local-kafka' }, m),
-      });
-      stoppers.push({ name: 'local-kafka', stop: () => broker.stop() });
-      brokers = broker.brokers;
-      kafkaDescribe = `local Kafka broker at ${brokers.join(',')} (data in ${join(dataDir, 'kafka')})`;
-    }
-
-    const metrics = createMetrics();
-    const registry = SchemaRegistry.fromManifest();
-    const topics = topicNames(config.KAFKA_TOPIC_PREFIX);
-    const kafka = createKafka({ brokers, clientId: config.KAFKA_CLIENT_ID, log });
-    const admin: Admin = kafka.admin();
-    await admin.connect();
-    stoppers.push({ name: 'kafka-admin', stop: () => admin.disconnect() });
-    await ensureTopics(admin, topicDefinitions(topics, config.KAFKA_TOPIC_PARTITIONS));
-    await waitForCoordinator(admin);
-
-    let clickhouse: ClickHouseClient | undefined;
-    let clickhouseDescribe = 'not used by these services';
-    if (services.has('api') || services.has('projector') || services.has('admin')) {
-      const ch = await createClickHouse({
-        url: config.CLICKHOUSE_URL,
-        username: config.CLICKHOUSE_USER,
-        password: config.CLICKHOUSE_PASSWORD,
-        database: config.CLICKHOUSE_DATABASE,
-        dataDir,
-      });
-      clickhouse = ch.client;
-      clickhouseDescribe = ch.describe;
-      stoppers.push({ name: 'clickhouse', stop: () => ch.client.close() });
-      await migrate(ch.client, log);
-    }
-
-    // Records no consumer can read go here, with their bytes (shared/kafka/dead-letters.ts).
-    const deadLetterSender = new CoalescingSender({
-      kafka,
-      log,
-      name: 'dead-letters',
-      onFailure: (topic) => metrics.produceFailures.inc({ producer: 'dead-letters', topic }),
-    });
-    await deadLetterSender.connect();
-    stoppers.push({ name: 'dead-letter-producer', stop: () => deadLetterSender.close() });
-    const deadLetters = new DeadLetterSink({ sender: deadLetterSender, topic: topics.deadLetters, metrics, log });
-    const lag = new LagMonitor({ admin, metrics, log });
-
-    const store = new ConfigStore({ kafka, registry, log, topics, deadLetters });
-    await store.start(admin);
-    stoppers.push({ name: 'config-store', stop: () => store.stop() });
-    const writer = new ConfigWriter({ kafka, store, registry, topics });
-    await writer.connect();
-    stoppers.push({ name: 'config-writer', stop: () => writer.disconnect() });
-
-    const app = await buildHttpApp({
-      log,
-      metrics,
-      bodyLimit: config.COLLECT_MAX_BODY_BYTES,
-      version: VERSION,
-      trustProxy: config.TRUST_PROXY,
-      rateLimit: { max: config.RATE_LIMIT_PER_MINUTE },
-    });
-    const auth = apiKeyAuth({ store, writer, log });
-    // Each entry answers its problems by component name ({} when healthy); /readyz names them.
-    const health: { name: string; problems: () => Record<string, string> }[] = [
-      { name: 'config_store', problems: (): Record<string, string> => (store.healthy ? {} : { config_store: 'not running' }) },
-      {
-        name: 'dead_letters',
-        problems: (): Record<string, string> =>
-          deadLetterSender.consecutiveFailures >= config.PRODUCER_FAILURES_UNHEALTHY
-            ? { 'dead-letters': `producer failing: ${deadLetterSender.consecutiveFailures} requests in a row` }
-            : {},
-      },
-    ];
-
-    let projector: Awaited<ReturnType<typeof startProjector>> | undefined;
-    if (services.has('projector')) {
-      projector = await startProjector({
-        kafka,
-        clickhouse: clickhouse!,
-        registry,
-        log,
-        metrics,
-        flushMs: config.PROJECTOR_FLUSH_MS,
-        maxRows: config.PROJECTOR_MAX_ROWS,
-        topics,
-        groupPrefix: config.KAFKA_TOPIC_PREFIX,
-        deadLetters,
-        stallMs: config.CONSUMER_STALL_TIMEOUT_MS,
-        sessionTimeoutMs: config.KAFKA_SESSION_TIMEOUT_MS,
-      });
-      const p = projector;
-      for (const c of p.consumers) lag.watch(c.groupId, [...c.topics]);
-      stoppers.push({ name: 'projector', stop: () => p.stop(drainBudget(0.6)) });
-      health.push({ name: 'projector', problems: () => p.health() });
-    }
-
-    if (services.has('fanout')) {
-      const client = new HttpsDeliveryClient({
-        timeoutMs: config.WEBHOOK_TIMEOUT_MS,
-        extraCaPem,
-        allowList,
-        dnsTimeoutMs: config.WEBHOOK_DNS_TIMEOUT_MS,
-        dnsMaxConcurrent: config.WEBHOOK_DNS_MAX_CONCURRENT,
-      });
-      stoppers.push({ name: 'webhook-client', stop: async () => client.close() });
-      const fanout = await startFanout({
-        kafka,
-        registry,
-        store,
-        topics,
-        groupPrefix: config.KAFKA_TOPIC_PREFIX,
-        secrets,
-        client,
-        delaysMs: config.WEBHOOK_RETRY_DELAYS_S.map((s) => s * 1000),
-        log,
-        metrics,
-        maxInFlight: config.FANOUT_MAX_IN_FLIGHT,
-        perDestinationConcurrency: config.FANOUT_PER_DESTINATION_CONCURRENCY,
-        perDestinationQueue: config.FANOUT_PER_DESTINATION_QUEUE,
-        deadLetters,
-        stallMs: config.CONSUMER_STALL_TIMEOUT_MS,
-        sessionTimeoutMs: config.KAFKA_SESSION_TIMEOUT_MS,
-        producerFailuresUnhealthy: config.PRODUCER_FAILURES_UNHEALTHY,
-      });
-      for (const c of fanout.consumers) lag.watch(c.groupId, [...c.topics]);
-      stoppers.push({ name: 'fanout', stop: () => fanout.stop(drainBudget(0.4)) });
-      health.push({ name: 'fanout', problems: () => fanout.health() });
-    }
-
-    let producer: GroupCommitProducer | undefined;
-    const httpServices: Stoppable[] = [];
-    if (services.has('ingest')) {
-      producer = new GroupCommitProducer({
-        kafka,
-        log,
-        lingerMs: config.INGEST_LINGER_MS,
-        timeoutMs: config.INGEST_PRODUCE_TIMEOUT_MS,
-        onCommit: (_n, ms) => metrics.produceDuration.observe(ms / 1000),
-      });
-      await producer.connect();
-      const p = producer;
-      stoppers.push({ name: 'producer', stop: () => p.close() });
-      httpServices.push({ name: 'ingest', ...startIngest({ app, store, registry, producer, metrics, apiKeyAuth: auth, topic: topics.playerEvents }) });
-    }
-    if (services.has('api')) {
-      httpServices.push({ name: 'api', ...startApi({ app, store, events: new EventsRepository(clickhouse!), analytics: new AnalyticsRepository(clickhouse!), cursorSecret, apiKeyAuth: auth }) });
-    }
-    if (services.has('admin')) {
-      const adminProducer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
-      await adminProducer.connect();
-      stoppers.push({ name: 'admin-producer', stop: () => adminProducer.disconnect() });
-      const admin = startAdmin({
-          app,
-          store,
-          writer,
-          adminToken,
-          webhooks: {
-            registry,
-            producer: adminProducer,
-            topics,
-            secrets,
-            log: new DeliveryLogRepository(clickhouse!),
-            cursorSecret,
-            maxDestinationsPerTenant: config.MAX_DESTINATIONS_PER_TENANT,
-          },
-          analytics: new AnalyticsRepository(clickhouse!),
-      });
-      httpServices.push({ name: 'admin', stop: admin.stop });
-      httpServices.push({ name: 'dashboard', ...(await startDashboard({ app, adminToken, log, admin })) });
-    }
-
-    lag.start();
-    stoppers.push({ name: 'lag-monitor', stop: () => lag.stop() });
-
-    app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
-    app.get('/readyz', { schema: { hide: true } }, async (_req, reply) => {
-      const checks: Record<string, string> = {};
-      checks.kafka = await withTimeout(admin.describeCluster().then(() => 'ok'), 2000).catch((e: Error) => `error: ${e.message}`);
-      if (clickhouse) {
-        checks.clickhouse = await withTimeout(clickhouse.ping().then((r) => (r.success ? 'ok' : 'error: ping failed')), 2000).catch(
-          (e: Error) => `error: ${e.message}`,
-        );
-      }
-      for (const h of health) {
-        const problems = Object.entries(h.problems());
-        checks[h.name] = problems.length === 0 ? 'ok' : `error: ${problems.map(([component, why]) => `${component}: ${why}`).join('; ')}`;
-      }
-      const ready = Object.values(checks).every((v) => v === 'ok');
-      return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not_ready', checks });
-    });
-    app.get('/metrics', { schema: { hide: true } }, async (_req, reply) => {
-      return reply.header('Content-Type', metrics.registry.contentType).send(await metrics.registry.metrics());
-    });
-
-    // NOTE: registered before listen, stopped first: intake closes before
-    // the HTTP server drains, so nothing new is accepted while shutting down.
-    stoppers.push({
-      name: 'http',
-      stop: async () => {
-        for (const s of httpServices) await s.stop();
-        await app.close();
-      },
-    });
-    await app.listen({ port: config.PORT, host: config.HOST });
-    const address = app.server.address();
-    const port = typeof address === 'object' && address ? address.port : config.PORT;
-    const host = config.HOST === '0.0.0.0' || config.HOST === '::' ? '127.0.0.1' : config.HOST;
-    const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
-    log.info({ url, services: [...services], kafka: kafkaDescribe, clickhouse: clickhouseDescribe }, 'stack_started');
-    return { url, port, adminToken, kafkaBrokers: brokers, kafkaDescribe, clickhouseDescribe, stop: stopAll };
+    const cluster = await kafkaCluster(config, dataDir, log, shutdown);
+    const core = await connectKafka(config, log, cluster.brokers, shutdown);
+    const clickhouse = await startClickHouse(core, dataDir);
+    const shared = await startShared(core);
+    const health = sharedHealth(config, shared);
+    if (core.services.has('projector')) health.push(await startProjectorService(core, clickhouse.client, shared));
+    if (core.services.has('fanout')) health.push(await startFanoutService(core, shared, secrets.secretBox, network));
+    const { url, port } = await startHttp(core, shared, clickhouse.client, secrets, health);
+    log.info({ url, services: [...core.services], kafka: cluster.describe, clickhouse: clickhouse.describe }, 'stack_started');
+    return {
+      url,
+      port,
+      adminToken: secrets.adminToken,
+      kafkaBrokers: cluster.brokers,
+      kafkaDescribe: cluster.describe,
+      clickhouseDescribe: clickhouse.describe,
+      stop: () => shutdown.run(),
+    };
   } catch (err) {
-    await stopAll();
+    await shutdown.run();
     throw err;
   }
 }
 
-/** Reads a secret kept in the data directory, creating it (mode 0600) on first run. */
-function persistentSecret(path: string, prefix: string): string {
-  if (existsSync(path)) {
-    const stored = readFileSync(path, 'utf8').trim();
-    // An empty file would make the empty string the secret (an admin token anyone can send).
-    if (stored === '') throw new Error(`${path} is empty: write a secret into it, or delete it to have one generated`);
-    return stored;
-  }
-  const secret = `${prefix}${randomBytes(32).toString('base64url')}`;
-  writeFileSync(path, `${secret}\n`, { mode: 0o600, flag: 'wx' });
-  return secret;
+/** What every component is built from: the configuration and the Kafka clients of the process. */
+interface Core {
+  config: Config;
+  log: Logger;
+  services: Set<ServiceName>;
+  shutdown: ShutdownSequence;
+  metrics: Metrics;
+  registry: SchemaRegistry;
+  topics: Topics;
+  kafka: Kafka;
+  admin: Admin;
+}
+
+/** Parts every process has, whatever SERVICES names. */
+interface Shared {
+  deadLetterSender: CoalescingSender;
+  deadLetters: DeadLetterSink;
+  lag: LagMonitor;
+  store: ConfigStore;
+  writer: ConfigWriter;
+}
+
+/** The webhook client's network settings, read before anything starts so that a bad file stops the start at once. */
+function webhookNetwork(config: Config): { allowList: ReturnType<typeof parseCidrList>; extraCaPem: string | undefined } {
+  return {
+    allowList: parseCidrList(config.WEBHOOK_ALLOWED_CIDRS),
+    extraCaPem: config.WEBHOOK_CA_FILE ? readFileSync(config.WEBHOOK_CA_FILE, 'utf8') : undefined,
+  };
+}
+
+/** KAFKA_BROKERS, or a local broker under DATA_DIR/kafka when it is unset. */
+async function kafkaCluster(config: Config, dataDir: string, log: Logger, shutdown: ShutdownSequence): Promise<{ brokers: string[]; describe: string }> {
+  if (config.KAFKA_BROKERS) return { brokers: config.KAFKA_BROKERS, describe: `Kafka at ${config.KAFKA_BROKERS.join(',')}` };
+  const broker = await startLocalBroker({
+    dataDir: join(dataDir, 'kafka'),
+    partitions: config.KAFKA_TOPIC_PARTITIONS,
+    log: (m) => log.info({ component: 'local-kafka' }, m),
+  });
+  shutdown.add('local-kafka', () => broker.stop());
+  return { brokers: broker.brokers, describe: `local Kafka broker at ${broker.brokers.join(',')} (data in ${join(dataDir, 'kafka')})` };
+}
+
+/** The Kafka client and its admin, with every topic created and a group coordinator available. */
+async function connectKafka(config: Config, log: Logger, brokers: string[], shutdown: ShutdownSequence): Promise<Core> {
+  const topics = topicNames(config.KAFKA_TOPIC_PREFIX);
+  const kafka = createKafka({ brokers, clientId: config.KAFKA_CLIENT_ID, log });
+  const admin = kafka.admin();
+  const core: Core = { config, log, services: new Set(config.SERVICES), shutdown, metrics: createMetrics(), registry: SchemaRegistry.fromManifest(), topics, kafka, admin };
+  await admin.connect();
+  shutdown.add('kafka-admin', () => admin.disconnect());
+  await ensureTopics(admin, topicDefinitions(topics, config.KAFKA_TOPIC_PARTITIONS));
+  await waitForCoordinator(admin);
+  return core;
+}
+
+/** ClickHouse, migrated, for the services that use it (api, projector, admin); none otherwise. */
+async function startClickHouse(core: Core, dataDir: string): Promise<{ client?: ClickHouseClient; describe: string }> {
+  const { config, services } = core;
+  if (!services.has('api') && !services.has('projector') && !services.has('admin')) return { describe: 'not used by these services' };
+  const ch = await createClickHouse({
+    url: config.CLICKHOUSE_URL,
+    username: config.CLICKHOUSE_USER,
+    password: config.CLICKHOUSE_PASSWORD,
+    database: config.CLICKHOUSE_DATABASE,
+    dataDir,
+  });
+  core.shutdown.add('clickhouse', () => ch.client.close());
+  await migrate(ch.client, core.log);
+  return { client: ch.client, describe: ch.describe };
+}
+
+/** The dead-letter producer, the lag monitor (started last) and the config store read to its end. */
+async function startShared(core: Core): Promise<Shared> {
+  const { kafka, log, metrics, registry, topics, admin, shutdown } = core;
+  // Records no consumer can read go here, with their bytes (shared/kafka/dead-letters.ts).
+  const deadLetterSender = new CoalescingSender({
+    kafka,
+    log,
+    name: 'dead-letters',
+    onFailure: (topic) => metrics.produceFailures.inc({ producer: 'dead-letters', topic }),
+  });
+  await deadLetterSender.connect();
+  shutdown.add('dead-letter-producer', () => deadLetterSender.close());
+  const deadLetters = new DeadLetterSink({ sender: deadLetterSender, topic: topics.deadLetters, metrics, log });
+  const lag = new LagMonitor({ admin, metrics, log });
+
+  const store = new ConfigStore({ kafka, registry, log, topics, deadLetters });
+  await store.start(admin);
+  shutdown.add('config-store', () => store.stop());
+  const writer = new ConfigWriter({ kafka, store, registry, topics });
+  await writer.connect();
+  shutdown.add('config-writer', () => writer.disconnect());
+  return { deadLetterSender, deadLetters, lag, store, writer };
+}
+
+/** /readyz entries of the shared parts; each answers its problems by component name ({} when healthy). */
+function sharedHealth(config: Config, shared: Shared): HealthSource[] {
+  const { store, deadLetterSender } = shared;
+  return [
+    { name: 'config_store', problems: (): Problems => (store.healthy ? {} : { config_store: 'not running' }) },
+    {
+      name: 'dead_letters',
+      problems: (): Problems =>
+        deadLetterSender.consecutiveFailures >= config.PRODUCER_FAILURES_UNHEALTHY
+          ? { 'dead-letters': `producer failing: ${deadLetterSender.consecutiveFailures} requests in a row` }
+          : {},
+    },
+  ];
+}
+
+async function startProjectorService(core: Core, clickhouse: ClickHouseClient | undefined, shared: Shared): Promise<HealthSource> {
+  const { config, kafka, registry, log, metrics, topics } = core;
+  if (!clickhouse) throw new Error('the projector needs ClickHouse');
+  const projector = await startProjector({
+    kafka,
+    clickhouse,
+    registry,
+    log,
+    metrics,
+    flushMs: config.PROJECTOR_FLUSH_MS,
+    maxRows: config.PROJECTOR_MAX_ROWS,
+    topics,
+    groupPrefix: config.KAFKA_TOPIC_PREFIX,
+    deadLetters: shared.deadLetters,
+    stallMs: config.CONSUMER_STALL_TIMEOUT_MS,
+    sessionTimeoutMs: config.KAFKA_SESSION_TIMEOUT_MS,
+  });
+  for (const c of projector.consumers) shared.lag.watch(c.groupId, [...c.topics]);
+  core.shutdown.add('projector', () => projector.stop(core.shutdown.budget(0.6)));
+  return { name: 'projector', problems: () => projector.health() };
+}
+
+async function startFanoutService(core: Core, shared: Shared, secrets: SecretBox, network: ReturnType<typeof webhookNetwork>): Promise<HealthSource> {
+  const { config, kafka, registry, topics, log, metrics } = core;
+  const { store, deadLetters } = shared;
+  const client = new HttpsDeliveryClient({
+    timeoutMs: config.WEBHOOK_TIMEOUT_MS,
+    extraCaPem: network.extraCaPem,
+    allowList: network.allowList,
+    dnsTimeoutMs: config.WEBHOOK_DNS_TIMEOUT_MS,
+    dnsMaxConcurrent: config.WEBHOOK_DNS_MAX_CONCURRENT,
+  });
+  core.shutdown.add('webhook-client', async () => client.close());
+  const fanout = await startFanout({
+    kafka,
+    registry,
+    store,
+    topics,
+    groupPrefix: config.KAFKA_TOPIC_PREFIX,
+    secrets,
+    client,
+    delaysMs: config.WEBHOOK_RETRY_DELAYS_S.map((s) => s * 1000),
+    log,
+    metrics,
+    maxInFlight: config.FANOUT_MAX_IN_FLIGHT,
+    perDestinationConcurrency: config.FANOUT_PER_DESTINATION_CONCURRENCY,
+    perDestinationQueue: config.FANOUT_PER_DESTINATION_QUEUE,
+    deadLetters,
+    stallMs: config.CONSUMER_STALL_TIMEOUT_MS,
+    sessionTimeoutMs: config.KAFKA_SESSION_TIMEOUT_MS,
+    producerFailuresUnhealthy: config.PRODUCER_FAILURES_UNHEALTHY,
+  });
+  for (const c of fanout.consumers) shared.lag.watch(c.groupId, [...c.topics]);
+  core.shutdown.add('fanout', () => fanout.stop(core.shutdown.budget(0.4)));
+  return { name: 'fanout', problems: () => fanout.health() };
+}
+
+/**
+ * The HTTP services' producers, the services on one app with /healthz,
+ * /readyz and /metrics, then listen. The HTTP step is added last, so it is
+ * the first to stop.
+ */
+async function startHttp(core: Core, shared: Shared, clickhouse: ClickHouseClient | undefined, secrets: StackSecrets, health: HealthSource[]): Promise<{ url: string; port: number }> {
+  const { config, log, metrics, registry, topics, services, shutdown } = core;
+  const app = await buildStackApp(config, log, metrics);
+  const ingestProducer = services.has('ingest') ? await startIngestProducer(core) : undefined;
+  const adminProducer = services.has('admin') ? await startAdminProducer(core) : undefined;
+  const { store, writer } = shared;
+  const httpServices = await mountHttpServices(app, { config, log, metrics, registry, topics, store, writer, secrets, clickhouse, ingestProducer, adminProducer });
+
+  shared.lag.start();
+  shutdown.add('lag-monitor', () => shared.lag.stop());
+  void app.register(opsRoutes, { probes: readinessProbes(core.admin, clickhouse), components: health, metrics });
+
+  // NOTE: registered before listen, stopped first: intake closes before
+  // the HTTP server drains, so nothing new is accepted while shutting down.
+  shutdown.add('http', async () => {
+    for (const s of httpServices) await s.stop();
+    await app.close();
+  });
+  await app.listen({ port: config.PORT, host: config.HOST });
+  return listeningAt(app, config);
+}
+
+async function startIngestProducer(core: Core): Promise<GroupCommitProducer> {
+  const { config, kafka, log, metrics } = core;
+  const producer = new GroupCommitProducer({
+    kafka,
+    log,
+    lingerMs: config.INGEST_LINGER_MS,
+    timeoutMs: config.INGEST_PRODUCE_TIMEOUT_MS,
+    onCommit: (_n, ms) => metrics.produceDuration.observe(ms / 1000),
+  });
+  await producer.connect();
+  core.shutdown.add('producer', () => producer.close());
+  return producer;
+}
+
+async function startAdminProducer(core: Core): Promise<Producer> {
+  const producer = core.kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
+  await producer.connect();
+  core.shutdown.add('admin-producer', () => producer.disconnect());
+  return producer;
+}
+
+/** /readyz's reachability checks: Kafka always, ClickHouse when this process uses it. */
+function readinessProbes(admin: Admin, clickhouse: ClickHouseClient | undefined): Probe[] {
+  const probes = [probe('kafka', () => admin.describeCluster().then(() => 'ok'))];
+  if (clickhouse) probes.push(probe('clickhouse', () => clickhouse.ping().then((r) => (r.success ? 'ok' : 'error: ping failed'))));
+  return probes;
+}
+
+/** The URL clients reach the listening server at (a wildcard HOST is reached on loopback). */
+function listeningAt(app: App, config: Config): { url: string; port: number } {
+  const address = app.server.address();
+  const port = typeof address === 'object' && address ? address.port : config.PORT;
+  const host = config.HOST === '0.0.0.0' || config.HOST === '::' ? '127.0.0.1' : config.HOST;
+  return { url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`, port };
 }

@@ -123,5 +123,6 @@ export const ConversionBody = z.object({
     .optional(),
   occurred_at: z.iso.datetime({ offset: true }).optional(),
 });
+export type ConversionBody = z.infer<typeof ConversionBody>;
 
 export const ConversionAccepted = z.object({ accepted: z.literal(1), event_id: z.uuid() });

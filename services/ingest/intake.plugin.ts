@@ -1,0 +1,109 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import type { ConfigStore } from '../../shared/config-store/config-store.ts';
+import { ApiError } from '../../shared/http/errors.ts';
+import { Problem } from '../../shared/http/schemas.ts';
+import { Accepted, CollectBody, CollectQuery, ConversionAccepted, ConversionBody } from './collect.schema.ts';
+import { collectRecords, conversionRecord, type RecordContext } from './event-record.ts';
+import type { PlayerEventsWriter } from './player-events.writer.ts';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The tenant of the player key; set by the auth hook of /v1/collect. */
+    playerTenantId?: string | null;
+  }
+}
+
+export interface IntakePluginOptions {
+  store: ConfigStore;
+  writer: PlayerEventsWriter;
+  /** API-key auth (shared/http/api-key-auth.ts) for the conversion intake. */
+  apiKeyAuth: (req: FastifyRequest, reply: FastifyReply) => Promise<void>;
+  now: () => number;
+}
+
+/**
+ * The intake: player events (POST /v1/collect, public player key) and
+ * server-side conversions (POST /api/public/conversion, API key), each in a
+ * context of its own with its own auth hook. The hooks run at preValidation,
+ * after the body is read, so an oversized or malformed body is answered
+ * 413/400 whatever the credential. A request is answered 202 only after
+ * Kafka acknowledged every one of its events.
+ */
+export async function intakePlugin(app: FastifyInstance, opts: IntakePluginOptions): Promise<void> {
+  await app.register(playerIntake, opts);
+  await app.register(conversionIntake, opts);
+}
+
+/** X-Player-Key (or ?key= for sendBeacon) → the tenant; 401 when missing or unknown. */
+export function playerKeyAuth(store: Pick<ConfigStore, 'tenantByPlayerKey'>) {
+  return async function authenticatePlayer(req: FastifyRequest): Promise<void> {
+    const header = req.headers['x-player-key'];
+    const fromQuery = (req.query as { key?: unknown } | undefined)?.key;
+    const key = typeof header === 'string' ? header : typeof fromQuery === 'string' ? fromQuery : undefined;
+    if (!key) throw new ApiError('unauthorized', 'send the player key in X-Player-Key (or ?key= for sendBeacon)');
+    const tenant = store.tenantByPlayerKey(key);
+    if (!tenant) throw new ApiError('unauthorized', 'unknown player key');
+    req.playerTenantId = tenant.id;
+  };
+}
+
+const contextOf = (opts: IntakePluginOptions, tenantId: string): RecordContext => ({
+  tenantId,
+  received: opts.now(),
+  videoById: (id) => opts.store.videos.get(id),
+});
+
+async function playerIntake(root: FastifyInstance, opts: IntakePluginOptions): Promise<void> {
+  const app = root.withTypeProvider<ZodTypeProvider>();
+  app.decorateRequest('playerTenantId', null);
+  app.addHook('preValidation', playerKeyAuth(opts.store));
+  app.post(
+    '/v1/collect',
+    {
+      schema: {
+        tags: ['intake'],
+        summary: 'Player event intake',
+        description:
+          'Takes 1–500 player events. Answers 202 once Kafka acknowledged all of them, 503 (nothing accepted) when it cannot. Accepts application/json, or text/plain with ?key= for navigator.sendBeacon. Events that carry their own event_id are idempotent: resend the same request after a 503, a 5xx or a timeout and each event is still recorded once.',
+        security: [{ playerKey: [] }],
+        querystring: CollectQuery,
+        body: CollectBody,
+        response: { 202: Accepted, 401: Problem, 403: Problem, 413: Problem, 422: Problem, 503: Problem },
+      },
+    },
+    async (req, reply) => {
+      const records = collectRecords(req.body.events, contextOf(opts, req.playerTenantId!));
+      await opts.writer.write(records, 'collect');
+      return reply.code(202).send({ accepted: records.length });
+    },
+  );
+}
+
+async function conversionIntake(root: FastifyInstance, opts: IntakePluginOptions): Promise<void> {
+  const app = root.withTypeProvider<ZodTypeProvider>();
+  app.decorateRequest('principal', null);
+  // NOTE: preValidation, not onRequest: the per-key rate limit
+  // (shared/http/rate-limit.ts) runs at preValidation after this hook and
+  // counts the key it sets.
+  app.addHook('preValidation', opts.apiKeyAuth);
+  app.post(
+    '/api/public/conversion',
+    {
+      schema: {
+        tags: ['intake'],
+        summary: 'Server-side conversion intake',
+        description:
+          'Records a confirmed conversion of a visitor as a `conversion` event on the event log. Answers 202 once Kafka acknowledged it.',
+        security: [{ apiKey: [] }],
+        body: ConversionBody,
+        response: { 202: ConversionAccepted, 401: Problem, 403: Problem, 422: Problem, 429: Problem, 503: Problem },
+      },
+    },
+    async (req, reply) => {
+      const record = conversionRecord(req.body, contextOf(opts, req.principal!.tenantId));
+      await opts.writer.write([record], 'conversion');
+      return reply.code(202).send({ accepted: 1 as const, event_id: record.event_id });
+    },
+  );
+}

@@ -1,0 +1,57 @@
+import type { Message } from 'kafkajs';
+import type { PlayerEventRecord } from '../../schemas/records.ts';
+import type { SchemaRegistry } from '../../schemas/registry.ts';
+import { ApiError } from '../../shared/http/errors.ts';
+import { KafkaUnavailableError, type GroupCommitProducer } from '../../shared/kafka/group-commit-producer.ts';
+import type { Metrics } from '../../shared/metrics.ts';
+
+export interface PlayerEventsWriterOptions {
+  registry: SchemaRegistry;
+  producer: GroupCommitProducer;
+  /** The player events topic. */
+  topic: string;
+  metrics: Metrics;
+}
+
+/** Which intake route a write came from (the `path` label of ingest_events_total). */
+export type IntakePath = 'collect' | 'conversion';
+
+/**
+ * Writes one request's records to the player events topic, all or nothing,
+ * keyed `tenant:session`. Answers 503 (as an ApiError with Retry-After) when
+ * intake is closed for shutdown or Kafka did not take the records.
+ */
+export class PlayerEventsWriter {
+  readonly #opts: PlayerEventsWriterOptions;
+  #accepting = true;
+
+  constructor(opts: PlayerEventsWriterOptions) {
+    this.#opts = opts;
+  }
+
+  /** Refuses every later write: the first step of shutdown, before the HTTP server drains. */
+  close(): void {
+    this.#accepting = false;
+  }
+
+  /** Resolves once Kafka acknowledged every record. */
+  async write(records: readonly PlayerEventRecord[], path: IntakePath): Promise<void> {
+    if (!this.#accepting) throw new ApiError('unavailable', 'the service is shutting down; retry', { headers: { 'Retry-After': '1' } });
+    const messages: Message[] = records.map((r) => ({
+      key: `${r.tenant_id}:${r.session_id}`,
+      value: this.#opts.registry.encode('player-event', r),
+    }));
+    try {
+      await this.#opts.producer.send(this.#opts.topic, messages);
+    } catch (err) {
+      if (err instanceof KafkaUnavailableError) {
+        this.#opts.metrics.ingestRejected.inc({ reason: 'kafka_unavailable' });
+        throw new ApiError('unavailable', 'the event log is unavailable; nothing was accepted, retry later', {
+          headers: { 'Retry-After': '5' },
+        });
+      }
+      throw err;
+    }
+    this.#opts.metrics.ingestEvents.inc({ path }, records.length);
+  }
+}

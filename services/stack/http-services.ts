@@ -1,0 +1,106 @@
+import type { Producer } from 'kafkajs';
+import type { SchemaRegistry } from '../../schemas/registry.ts';
+import type { ClickHouseClient } from '../../shared/clickhouse/clickhouse.ts';
+import type { Config } from '../../shared/config.ts';
+import type { ConfigStore, ConfigWriter } from '../../shared/config-store/config-store.ts';
+import { buildHttpApp, type App } from '../../shared/http/app.ts';
+import { apiKeyAuth } from '../../shared/http/api-key-auth.ts';
+import type { GroupCommitProducer } from '../../shared/kafka/group-commit-producer.ts';
+import type { Topics } from '../../shared/kafka/topics.ts';
+import type { Logger } from '../../shared/logger.ts';
+import type { Metrics } from '../../shared/metrics.ts';
+import { DeliveryLogRepository } from '../admin/delivery-log.repository.ts';
+import { startAdmin } from '../admin/admin.service.ts';
+import { AnalyticsRepository } from '../api/analytics.repository.ts';
+import { startApi } from '../api/api.service.ts';
+import { EventsRepository } from '../api/events.repository.ts';
+import { startDashboard } from '../dashboard/dashboard.service.ts';
+import { startIngest } from '../ingest/ingest.service.ts';
+import type { Stoppable } from './shutdown-sequence.ts';
+import type { StackSecrets } from './stack-secrets.ts';
+
+const VERSION = '0.1.0';
+
+/** The settings the HTTP services read. */
+export type HttpConfig = Pick<
+  Config,
+  'SERVICES' | 'COLLECT_MAX_BODY_BYTES' | 'TRUST_PROXY' | 'RATE_LIMIT_PER_MINUTE' | 'MAX_DESTINATIONS_PER_TENANT'
+>;
+
+/** The one Fastify app of a process, as the configuration sets it up; no routes of the services yet. */
+export function buildStackApp(config: HttpConfig, log: Logger, metrics: Metrics): Promise<App> {
+  return buildHttpApp({
+    log,
+    metrics,
+    bodyLimit: config.COLLECT_MAX_BODY_BYTES,
+    version: VERSION,
+    trustProxy: config.TRUST_PROXY,
+    rateLimit: { max: config.RATE_LIMIT_PER_MINUTE },
+  });
+}
+
+/** What the HTTP services are built from; clients and producers come from the composition root. */
+export interface HttpServicesDeps {
+  config: HttpConfig;
+  log: Logger;
+  metrics: Metrics;
+  registry: SchemaRegistry;
+  topics: Topics;
+  store: ConfigStore;
+  writer: ConfigWriter;
+  secrets: StackSecrets;
+  /** Needed by api and admin. */
+  clickhouse?: ClickHouseClient;
+  /** Needed by ingest: the intake's transactional producer. */
+  ingestProducer?: GroupCommitProducer;
+  /** Needed by admin: the management API's producer (Test deliveries, reprocessing). */
+  adminProducer?: Producer;
+}
+
+/**
+ * Registers the HTTP services that SERVICES names (ingest, api, admin with
+ * the dashboard) on `app`, each as its own plugin, and returns them in
+ * registration order: the order their stop() runs in, first the intake.
+ */
+export async function mountHttpServices(app: App, deps: HttpServicesDeps): Promise<Stoppable[]> {
+  const services = new Set(deps.config.SERVICES);
+  const { store, writer, registry, log, metrics } = deps;
+  const auth = apiKeyAuth({ store, writer, log });
+  const mounted: Stoppable[] = [];
+  if (services.has('ingest')) {
+    const producer = required(deps.ingestProducer, 'ingestProducer', 'ingest');
+    mounted.push({ name: 'ingest', ...startIngest({ app, store, registry, producer, metrics, apiKeyAuth: auth, topic: deps.topics.playerEvents }) });
+  }
+  if (services.has('api')) {
+    const ch = required(deps.clickhouse, 'clickhouse', 'api');
+    const api = startApi({ app, store, events: new EventsRepository(ch), analytics: new AnalyticsRepository(ch), cursorSecret: deps.secrets.cursorSecret, apiKeyAuth: auth });
+    mounted.push({ name: 'api', ...api });
+  }
+  if (services.has('admin')) {
+    const ch = required(deps.clickhouse, 'clickhouse', 'admin');
+    const admin = startAdmin({
+      app,
+      store,
+      writer,
+      adminToken: deps.secrets.adminToken,
+      webhooks: {
+        registry,
+        producer: required(deps.adminProducer, 'adminProducer', 'admin'),
+        topics: deps.topics,
+        secrets: deps.secrets.secretBox,
+        log: new DeliveryLogRepository(ch),
+        cursorSecret: deps.secrets.cursorSecret,
+        maxDestinationsPerTenant: deps.config.MAX_DESTINATIONS_PER_TENANT,
+      },
+      analytics: new AnalyticsRepository(ch),
+    });
+    mounted.push({ name: 'admin', stop: admin.stop });
+    mounted.push({ name: 'dashboard', ...(await startDashboard({ app, adminToken: deps.secrets.adminToken, log, admin })) });
+  }
+  return mounted;
+}
+
+function required<T>(value: T | undefined, dep: string, service: string): T {
+  if (value === undefined) throw new Error(`the ${service} service needs ${dep}`);
+  return value;
+}

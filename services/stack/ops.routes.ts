@@ -1,0 +1,54 @@
+import type { FastifyInstance } from 'fastify';
+import type { Metrics } from '../../shared/metrics.ts';
+import { withTimeout } from '../../shared/timeout.ts';
+import { readiness, type HealthSource } from './readiness.ts';
+
+/** A reachability check of a dependency (Kafka, ClickHouse) for /readyz. */
+export interface Probe {
+  name: string;
+  /** Resolves `ok`, or `error: …`; never rejects. */
+  check(): Promise<string>;
+}
+
+/** How long /readyz waits for one probe. */
+const PROBE_TIMEOUT_MS = 2000;
+
+/**
+ * A probe from a call that resolves to `ok` or to `error: …` when the
+ * dependency answers; a rejection or no answer within 2 s is `error: <why>`.
+ */
+export function probe(name: string, call: () => Promise<string>, timeoutMs = PROBE_TIMEOUT_MS): Probe {
+  return {
+    name,
+    check: () => withTimeout(call(), timeoutMs).catch((e: Error) => `error: ${e.message}`),
+  };
+}
+
+export interface OpsRoutesOptions {
+  /** Run one after another, in this order, on every /readyz. */
+  probes: readonly Probe[];
+  /** Asked on every /readyz, in this order, after the probes. */
+  components: readonly HealthSource[];
+  metrics: Metrics;
+}
+
+/**
+ * GET /healthz (the process answers), GET /readyz (200 ready, 503 naming
+ * every failing check) and GET /metrics (Prometheus); none in the OpenAPI
+ * document, none behind a credential.
+ */
+export async function opsRoutes(app: FastifyInstance, opts: OpsRoutesOptions): Promise<void> {
+  app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
+  app.get('/readyz', { schema: { hide: true } }, async (_req, reply) => {
+    const results: Record<string, string> = {};
+    for (const p of opts.probes) results[p.name] = await p.check();
+    const { ready, body } = readiness(
+      results,
+      opts.components.map((c) => ({ name: c.name, problems: c.problems() })),
+    );
+    return reply.code(ready ? 200 : 503).send(body);
+  });
+  app.get('/metrics', { schema: { hide: true } }, async (_req, reply) => {
+    return reply.header('Content-Type', opts.metrics.registry.contentType).send(await opts.metrics.registry.metrics());
+  });
+}
