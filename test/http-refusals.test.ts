@@ -103,8 +103,10 @@ describe('HTTP refusals (app.inject)', () => {
     const responses = openapi.paths[path]?.[method.toLowerCase()]?.responses;
     expect(responses, `${operation} in the OpenAPI document`).toBeDefined();
     expect(Object.keys(responses!), `${operation} lists ${status}`).toContain(String(status));
-    const content = Object.values(responses![String(status)]!.content ?? {});
-    expect(content.map((c) => c.schema?.$ref)).toContain('#/components/schemas/Problem');
+    // Documented under the media type the answer is sent with.
+    const content = responses![String(status)]!.content ?? {};
+    expect(Object.keys(content), `${operation} ${status} media type`).toEqual(['application/problem+json']);
+    expect(content['application/problem+json']?.schema?.$ref).toBe('#/components/schemas/Problem');
   }
 
   const event = (videoId: string, over: Record<string, unknown> = {}) => ({

@@ -150,8 +150,9 @@ export async function buildHttpApp(opts: HttpAppOptions) {
       },
     },
     transform: jsonSchemaTransform,
-    // Puts the schemas named with .meta({ id }) into components.schemas.
-    transformObject: jsonSchemaTransformObject,
+    // Puts the schemas named with .meta({ id }) into components.schemas, and
+    // documents error bodies under the media type they are sent with.
+    transformObject: (input) => problemMediaType(jsonSchemaTransformObject(input)),
   });
   // staticCSP: the UI answers with its own policy (hashes of its inline parts) instead of the dashboard's.
   await app.register(swaggerUi, { routePrefix: '/docs', staticCSP: true });
@@ -222,4 +223,24 @@ type ProblemReply = { code(n: number): ProblemReply; header(k: string, v: string
 export function sendProblem(reply: ProblemReply, requestId: string, err: ApiError): unknown {
   for (const [k, v] of Object.entries(err.headers ?? {})) reply.header(k, v);
   return reply.code(err.status).header('Content-Type', PROBLEM_CONTENT_TYPE).send(problem(err.code, err.message, requestId, err.errors));
+}
+
+/**
+ * Error answers are sent as application/problem+json (errors.ts); the zod
+ * provider documents every response body as application/json. Moves the body
+ * of each 4xx/5xx response to the media type the server really sends.
+ */
+export function problemMediaType<T>(doc: T): T {
+  const paths = (doc as { paths?: Record<string, Record<string, { responses?: Record<string, { content?: Record<string, unknown> }> }>> }).paths ?? {};
+  for (const operations of Object.values(paths)) {
+    for (const operation of Object.values(operations)) {
+      for (const [status, response] of Object.entries(operation?.responses ?? {})) {
+        const json = response?.content?.['application/json'];
+        if (!/^[45]/.test(status) || json === undefined) continue;
+        const { 'application/json': _, ...rest } = response.content!;
+        response.content = { 'application/problem+json': json, ...rest };
+      }
+    }
+  }
+  return doc;
 }
