@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { parseCidrList } from '../shared/webhooks/address-policy.ts';
 import { HttpsDeliveryClient } from '../shared/webhooks/https-delivery.ts';
 import { webhookHeaders } from '../shared/webhooks/signing.ts';
@@ -43,12 +43,12 @@ async function start(env: Record<string, string> = {}): Promise<RunningReceiver>
   return receiver;
 }
 
-function payload(eventName = 'video_play'): string {
+function payload(eventName = 'video_play', visitorId = 'vis_1'): string {
   return JSON.stringify({
     tenant_id: '8f0e4a2c-1b3d-4e5f-8a9b-0c1d2e3f4a5b',
     video_id: '1c9d7f4e-2a3b-4c5d-8e6f-7a8b9c0d1e2f',
     session_id: 'ses_1',
-    visitor_id: 'vis_1',
+    visitor_id: visitorId,
     event_name: eventName,
     current_time: 12.5,
     duration: 120,
@@ -68,8 +68,22 @@ async function deliver(
   return { status: res.status, json: (await res.json()) as Record<string, unknown> };
 }
 
-/** Lets the receiver's after-acknowledgement processing run. */
-const settle = () => new Promise((resolve) => setTimeout(resolve, 30));
+/** Waits until the receiver has processed (after acknowledging) the delivery `id`. */
+const processed = (id: string) => vi.waitFor(() => expect(deliveries.map((d) => d.deliveryId)).toContain(id));
+
+/**
+ * Sends a genuine delivery of a fresh id and waits until it is processed;
+ * returns the id. The receiver processes deliveries in the order it
+ * acknowledged them (one `setImmediate` each), so by then anything an earlier
+ * request could have set off has run: what is not in `deliveries` at that
+ * point was never going to be.
+ */
+async function sentinel(receiver: RunningReceiver): Promise<string> {
+  const id = randomUUID();
+  expect(await deliver(receiver, payload(), id)).toEqual({ status: 200, json: { status: 'accepted' } });
+  await processed(id);
+  return id;
+}
 
 describe('example webhook receiver', () => {
   it('accepts a signed delivery, records its id, then processes it', async () => {
@@ -77,7 +91,7 @@ describe('example webhook receiver', () => {
     const id = randomUUID();
     const body = payload();
     expect(await deliver(receiver, body, id)).toEqual({ status: 200, json: { status: 'accepted' } });
-    await settle();
+    await processed(id);
     expect(deliveries).toHaveLength(1);
     expect(deliveries[0]).toMatchObject({ deliveryId: id, payload: JSON.parse(body) });
     expect(Object.keys(JSON.parse(readFileSync(seenFile, 'utf8')).ids)).toEqual([id]);
@@ -93,9 +107,8 @@ describe('example webhook receiver', () => {
 
     const second = await start();
     expect(await deliver(second, payload(), id)).toEqual({ status: 200, json: { status: 'duplicate' } });
-    expect((await deliver(second, payload(), randomUUID())).json).toEqual({ status: 'accepted' });
-    await settle();
-    expect(deliveries).toHaveLength(2);
+    const fresh = await sentinel(second);
+    expect(deliveries.map((d) => d.deliveryId)).toEqual([id, fresh]);
   });
 
   it('accepts only one of several concurrent copies', async () => {
@@ -103,8 +116,8 @@ describe('example webhook receiver', () => {
     const id = randomUUID();
     const results = await Promise.all(Array.from({ length: 5 }, () => deliver(receiver, payload(), id)));
     expect(results.map((r) => r.json['status']).sort()).toEqual(['accepted', 'duplicate', 'duplicate', 'duplicate', 'duplicate']);
-    await settle();
-    expect(deliveries).toHaveLength(1);
+    const after = await sentinel(receiver);
+    expect(deliveries.map((d) => d.deliveryId)).toEqual([id, after]);
   });
 
   it.each([
@@ -117,12 +130,14 @@ describe('example webhook receiver', () => {
     const receiver = await start();
     const id = randomUUID();
     expect(await deliver(receiver, payload(), id, override)).toEqual({ status: 401, json: { error: 'invalid_signature', reason } });
-    await settle();
-    expect(deliveries).toHaveLength(0);
     expect(existsSync(seenFile)).toBe(false);
+    const after = await sentinel(receiver);
+    expect(deliveries.map((d) => d.deliveryId)).toEqual([after]);
+    expect(Object.keys(JSON.parse(readFileSync(seenFile, 'utf8')).ids)).toEqual([after]);
 
     // The refused copy did not burn the id: the genuine delivery still goes through.
     expect((await deliver(receiver, payload(), id)).json).toEqual({ status: 'accepted' });
+    await processed(id);
   });
 
   it('refuses a body altered after signing, even by whitespace only', async () => {
@@ -131,18 +146,24 @@ describe('example webhook receiver', () => {
     const headers = webhookHeaders({ eventName: 'video_play', deliveryId: randomUUID(), secret: SECRET, rawBody: body });
     const res = await fetch(receiver.url, { method: 'POST', headers: { ...headers }, body: JSON.stringify(JSON.parse(body), null, 1) });
     expect(res.status).toBe(401);
-    await settle();
-    expect(deliveries).toHaveLength(0);
+    const after = await sentinel(receiver);
+    expect(deliveries.map((d) => d.deliveryId)).toEqual([after]);
   });
 
   it('answers 500 without processing when the delivery id cannot be recorded, so the sender retries', async () => {
     const receiver = await start();
     // The state directory's place is taken by a plain file: the id cannot be written.
     writeFileSync(join(dir, 'state'), '');
-    expect(await deliver(receiver, payload(), randomUUID())).toEqual({ status: 500, json: { error: 'storage_unavailable' } });
-    await settle();
-    expect(deliveries).toHaveLength(0);
+    const id = randomUUID();
+    expect(await deliver(receiver, payload(), id)).toEqual({ status: 500, json: { error: 'storage_unavailable' } });
     expect(logs.some((line) => line.includes('could not record the delivery id'))).toBe(true);
+
+    // Once the id can be stored again, the sender's retry (its body marked to
+    // tell it from the refused copy) is accepted and is the only processing.
+    rmSync(join(dir, 'state'));
+    expect(await deliver(receiver, payload('video_play', 'vis_retry'), id)).toEqual({ status: 200, json: { status: 'accepted' } });
+    await processed(id);
+    expect(deliveries.map((d) => d.payload['visitor_id'])).toEqual(['vis_retry']);
   });
 
   it('refuses a missing delivery id, a body whose event_name differs from the header, and non-POST', async () => {
@@ -150,8 +171,8 @@ describe('example webhook receiver', () => {
     expect((await deliver(receiver, payload(), 'not-a-uuid')).status).toBe(400);
     expect((await deliver(receiver, payload('video_pause'), randomUUID())).json).toEqual({ error: 'event_name_mismatch' });
     expect((await fetch(receiver.url)).status).toBe(405);
-    await settle();
-    expect(deliveries).toHaveLength(0);
+    const after = await sentinel(receiver);
+    expect(deliveries.map((d) => d.deliveryId)).toEqual([after]);
   });
 
   it('refuses to start without a secret', async () => {
@@ -181,8 +202,11 @@ describe('example webhook receiver', () => {
       const send = () => client.post(url, { ...webhookHeaders({ eventName: 'video_play', deliveryId: id, secret: SECRET, rawBody: body }) }, body);
       expect(await send()).toMatchObject({ ok: true, status: 200 });
       expect(await send()).toMatchObject({ ok: true, status: 200 });
-      await settle();
-      expect(deliveries.map((d) => d.deliveryId)).toEqual([id]);
+      // A delivery of another id, processed after anything the repeat could have set off.
+      const next = randomUUID();
+      expect(await client.post(url, { ...webhookHeaders({ eventName: 'video_play', deliveryId: next, secret: SECRET, rawBody: body }) }, body)).toMatchObject({ ok: true, status: 200 });
+      await processed(next);
+      expect(deliveries.map((d) => d.deliveryId)).toEqual([id, next]);
     } finally {
       client.close();
     }

@@ -87,6 +87,25 @@ describe('poison records on every topic the service reads', () => {
   const lagOf = async (groupId: string, topic: string): Promise<number> =>
     (await groupLags(admin, { [groupId]: [topic] })).reduce((n, p) => n + p.lag, 0);
 
+  /** Lag of every group on every topic it reads. */
+  const lags = async () => {
+    const out: Record<string, number> = {};
+    for (const key of Object.keys(READERS) as TopicKey[]) {
+      for (const g of groupsOf(key).filter((x) => x !== 'config-store')) out[g] = await lagOf(g, names()[key]);
+    }
+    return out;
+  };
+  /**
+   * Waits until every group has committed to the end of every topic it reads.
+   * A group commits past a poison record only once its dead letter is
+   * written, so from then on no group can add a dead letter: a check that
+   * something was not dead-lettered waits for this, not for time to pass.
+   */
+  const noLag = () =>
+    eventually(async () => (Object.values(await lags()).every((n) => n === 0) ? true : undefined), 20_000, 250).catch(async () => {
+      expect(await lags()).toEqual({});
+    });
+
   const flakyAttempts = new Map<string, number>();
 
   beforeAll(async () => {
@@ -191,6 +210,8 @@ describe('poison records on every topic the service reads', () => {
     expect(poisoned).toHaveLength(48);
 
     await validRecordsFlow('before');
+    // No lag left on any group: every group has read past everything, poison included.
+    await noLag();
 
     // Every reader dead-lettered every poison record on its topics, and nothing else.
     const expected = new Set<string>();
@@ -223,17 +244,7 @@ describe('poison records on every topic the service reads', () => {
     expect(counted).toBe(letters.length);
     expect(metrics.text).toMatch(new RegExp(`dead_lettered_records_total\\{topic="${topics.playerEvents.replace('.', '\\.')}",reason="unknown_schema"\\} 2`));
 
-    // No lag left on any group, and the service says it is ready.
-    const lags = async () => {
-      const out: Record<string, number> = {};
-      for (const key of Object.keys(READERS) as TopicKey[]) {
-        for (const g of groupsOf(key).filter((x) => x !== 'config-store')) out[g] = await lagOf(g, topics[key]);
-      }
-      return out;
-    };
-    await eventually(async () => (Object.values(await lags()).every((n) => n === 0) ? true : undefined), 20_000, 250).catch(async () => {
-      expect(await lags()).toEqual({});
-    });
+    // The service says it is ready.
     const ready = await s.request('GET', '/readyz');
     expect(ready.status).toBe(200);
   });
@@ -243,6 +254,7 @@ describe('poison records on every topic the service reads', () => {
     await s.stop({ keepData: true });
     s = await TestStack.start(env, { dataDir: s.dataDir, topicPrefix: s.topicPrefix });
     await validRecordsFlow('after');
+    await noLag();
     const after = await deadLetters();
     const fresh = after.slice(before.length);
     // Only the config store, which reads its topics whole at every start, meets config poison again.

@@ -258,7 +258,14 @@ describe(`local Kafka ${KAFKA_VERSION} broker with kafkajs`, { timeout: TEST_TIM
     consumer.pause([{ topic: EVENTS }]);
     expect(consumer.paused()).toEqual([{ topic: EVENTS, partitions: expect.arrayContaining([0, 1, 2]) }]);
     await produce(EVENTS, numbered('while-paused', 20));
-    await sleep(2_000);
+    // The fetch loop keeps turning while paused. A fetch that starts after the
+    // produce would have returned the new messages, and the fetcher hands its
+    // batches to eachBatch before it starts the next one: so two fetch starts
+    // from now on prove a full round could have delivered them.
+    let fetchStarts = 0;
+    const stopCounting = consumer.on(consumer.events.FETCH_START, () => void fetchStarts++);
+    await waitFor('two fetch rounds while paused', () => fetchStarts >= 2);
+    stopCounting();
     expect(total()).toBe(330);
     consumer.resume([{ topic: EVENTS }]);
     await waitFor('messages produced while paused', () => total() >= 350);

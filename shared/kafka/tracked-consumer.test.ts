@@ -67,20 +67,24 @@ describe('TrackedConsumer across a rebalance', () => {
       await (offset === '0' ? first : rest);
     });
     await a.start();
-    const deadline = Date.now() + 30_000;
-    while (aStarted < 20 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-    expect(aStarted).toBe(20);
+    await expect.poll(() => aStarted, { timeout: 30_000 }).toBe(20);
 
+    /** The group's committed offset of each partition (-1: none). */
+    const committed = async (): Promise<Map<number, number>> => {
+      const [offsets] = await admin.fetchOffsets({ groupId, topics: [topic] });
+      return new Map(offsets!.partitions.map((p) => [p.partition, Number(p.offset)]));
+    };
     // Watch the group's committed offsets from here on.
     const seen: Record<number, number[]> = { 0: [], 1: [] };
+    const look = async () => {
+      for (const [partition, o] of await committed()) {
+        if (o >= 0 && seen[partition]!.at(-1) !== o) seen[partition]!.push(o);
+      }
+    };
     let watching = true;
     const watcher = (async () => {
       while (watching) {
-        const [offsets] = await admin.fetchOffsets({ groupId, topics: [topic] });
-        for (const p of offsets!.partitions) {
-          const o = Number(p.offset);
-          if (o >= 0 && seen[p.partition]!.at(-1) !== o) seen[p.partition]!.push(o);
-        }
+        await look();
         await new Promise((r) => setTimeout(r, 25));
       }
     })();
@@ -88,30 +92,28 @@ describe('TrackedConsumer across a rebalance', () => {
     // Member B joins: the group rebalances and one partition moves to B, which finishes its records at once.
     const b = member(async () => undefined);
     await b.start();
-    const committedTo10 = async () => {
-      const [offsets] = await admin.fetchOffsets({ groupId, topics: [topic] });
-      return offsets!.partitions.some((p) => Number(p.offset) === 10);
-    };
-    const until = Date.now() + 60_000;
-    while (!(await committedTo10()) && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
-    expect(await committedTo10()).toBe(true);
+    await expect.poll(async () => [...(await committed()).values()].includes(10), { timeout: 60_000 }).toBe(true);
+    const toB = [...(await committed())].find(([, o]) => o === 10)![0];
+    const keptByA = 1 - toB;
 
     // A's held work (read in the old generation) now finishes: it must commit
     // nothing. Its first records alone would commit offset 1: backwards, on
     // the partition B already committed to 10.
     releaseFirst();
-    await new Promise((r) => setTimeout(r, 1000));
+    // NOTE: the sign that A has handled those completions. In the new
+    // generation A read the partition it kept again from offset 0, and that
+    // record waits on the same promise: its commit (offset 1) goes out with,
+    // or after, any backward commit of the old generation's work. Releasing
+    // the rest sooner could fold such a commit into a later one to 10.
+    await expect.poll(async () => (await committed()).get(keptByA), { timeout: 30_000 }).toBe(1);
     releaseRest();
-    const end = Date.now() + 60_000;
-    for (;;) {
-      const [offsets] = await admin.fetchOffsets({ groupId, topics: [topic] });
-      if (offsets!.partitions.every((p) => Number(p.offset) === 10) || Date.now() > end) break;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    await new Promise((r) => setTimeout(r, 500));
+    await expect.poll(async () => [...(await committed()).values()], { timeout: 60_000 }).toEqual([10, 10]);
+    // Once both members have stopped (outstanding work drained, last commits
+    // flushed), nothing can commit any more: one last look sees the end state.
+    await Promise.all([a.stop(2000), b.stop(2000)]);
     watching = false;
     await watcher;
-    await Promise.all([a.stop(2000), b.stop(2000)]);
+    await look();
 
     const [final] = await admin.fetchOffsets({ groupId, topics: [topic] });
     expect(final!.partitions.map((p) => Number(p.offset)).sort()).toEqual([10, 10]);

@@ -8,7 +8,7 @@ import { createServer as createNetServer, type AddressInfo, type Socket } from '
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TLSSocket } from 'node:tls';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startDnsServer, type DnsAnswer, type DnsQuestion, type DnsServer } from '../../test/helpers/dns-server.ts';
 import { parseCidrList } from './address-policy.ts';
 import { HttpsDeliveryClient, type HttpsDeliveryClientOptions } from './https-delivery.ts';
@@ -206,10 +206,15 @@ describe('HttpsDeliveryClient against a local HTTPS server', () => {
     const result = await c.post(`https://127.0.0.1:${server.port}/`, HEADERS, BODY);
     expect(result).toMatchObject({ ok: true, status: 200 });
     expect(result.durationMs).toBeLessThan(TIMEOUT_MS);
-    // The unfinished body does not pin a pooled socket: the drain bound destroyed it.
-    await sleep(300);
-    expect(Object.keys(c.agent.sockets)).toHaveLength(0);
-    expect(Object.keys(c.agent.freeSockets)).toHaveLength(0);
+    // The unfinished body does not pin a pooled socket: the drain bound (100 ms)
+    // destroys it, well before the server would end the body (3 s) and free it.
+    await vi.waitFor(
+      () => {
+        expect(Object.keys(c.agent.sockets)).toHaveLength(0);
+        expect(Object.keys(c.agent.freeSockets)).toHaveLength(0);
+      },
+      { timeout: 2000, interval: 20 },
+    );
   });
 
   it('refuses loopback without connecting when the allow list is empty', async () => {
@@ -326,9 +331,8 @@ describe('HttpsDeliveryClient against a local HTTPS server', () => {
     const server = await startServer(ok200);
     const c = client();
     await c.post(`https://127.0.0.1:${server.port}/`, HEADERS, BODY);
-    await sleep(20);
+    await expect.poll(() => Object.values(c.agent.freeSockets).flat()).toHaveLength(1);
     const pooled = Object.values(c.agent.freeSockets).flat();
-    expect(pooled).toHaveLength(1);
     c.close();
     expect(pooled[0]!.destroyed).toBe(true);
   });
@@ -344,7 +348,8 @@ describe('HttpsDeliveryClient against a local HTTPS server', () => {
     const c = client();
     const url = `https://127.0.0.1:${server.port}/`;
     expect(await c.post(url, HEADERS, BODY)).toMatchObject({ ok: true });
-    await sleep(20);
+    // The second post must find the first connection back in the pool, idle.
+    await expect.poll(() => Object.values(c.agent.freeSockets).flat()).toHaveLength(1);
     expect(await c.post(url, HEADERS, BODY)).toMatchObject({ ok: true, status: 200 });
     expect(requests).toBe(3);
     expect(server.connections()).toBe(2);
