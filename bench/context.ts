@@ -49,7 +49,4 @@ export async function setupTenant(
   return { tenant, videoIds, apiKey: k.key };
 }
 
-/** kafkajs's log text for CONCURRENT_TRANSACTIONS (a retried produce into a transaction still being closed). */
-export const CONCURRENT_TX = 'another concurrent operation on the same transaction';
-
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));

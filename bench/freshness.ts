@@ -1,4 +1,4 @@
-import { type BenchContext, CONCURRENT_TX, sleep } from './context.ts';
+import { type BenchContext, sleep } from './context.ts';
 import { CpuMeter } from './cpu.ts';
 import { HttpClient } from './http-client.ts';
 import { promSample, quantile } from './stats.ts';
@@ -54,7 +54,7 @@ async function counters(client: HttpClient, worker: StackWorker): Promise<Servic
     inserts: promSample(text, 'clickhouse_insert_duration_seconds_count', '{table="events"}') || 0,
     insertSec: promSample(text, 'clickhouse_insert_duration_seconds_sum', '{table="events"}') || 0,
     rows: promSample(text, 'projector_batch_size_sum') || 0,
-    retries: worker.countInLog(CONCURRENT_TX),
+    retries: promSample(text, 'kafka_produce_retries_total', '{cause="concurrent_transactions"}') || 0,
   };
 }
 

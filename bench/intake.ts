@@ -5,7 +5,7 @@ import { SchemaRegistry } from '../schemas/registry.ts';
 import { parseVideoId } from '../shared/ids.ts';
 import { GroupCommitProducer } from '../shared/kafka/group-commit-producer.ts';
 import { topicNames } from '../shared/kafka/topics.ts';
-import { type BenchContext, CONCURRENT_TX, setupTenant } from './context.ts';
+import { type BenchContext, setupTenant } from './context.ts';
 import { CpuMeter } from './cpu.ts';
 import { HttpClient } from './http-client.ts';
 import { median, promSample, quantile } from './stats.ts';
@@ -198,11 +198,11 @@ export async function benchIntake(
       await closedLoop(opts.warmupMs, opts.concurrency, ops[mode]);
     }
     // Transactions of the intake are read from its /metrics, those of the
-    // in-process producers from their callbacks; retries from the logs.
+    // in-process producers from their callbacks; retries from kafka_produce_retries_total.
     const serviceTx = async () => {
       const text = (await client.request('GET', '/metrics')).body;
       const hist = 'kafka_produce_commit_duration_seconds';
-      return { commits: promSample(text, `${hist}_count`), ms: promSample(text, `${hist}_sum`) * 1000, retries: worker.countInLog(CONCURRENT_TX) };
+      return { commits: promSample(text, `${hist}_count`), ms: promSample(text, `${hist}_sum`) * 1000, retries: promSample(text, 'kafka_produce_retries_total', '{cause="concurrent_transactions"}') || 0 };
     };
     const txState = async (mode: IntakeMode) =>
       mode === 'intake' ? serviceTx() : mode === 'passthrough' ? { commits: Number.NaN, ms: Number.NaN, retries: Number.NaN } : { commits: gcStats.commits, ms: gcStats.ms, retries: ctx.concurrentTxRetries() };

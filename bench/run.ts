@@ -19,7 +19,7 @@ import { KAFKA_VERSION } from '../infra/kafka/local-broker.ts';
 import { ConfigSchema, SERVICE_NAMES, loadConfig } from '../shared/config.ts';
 import { createKafka } from '../shared/kafka/kafka.ts';
 import { createLogger } from '../shared/logger.ts';
-import { CONCURRENT_TX, setupTenant, type BenchContext } from './context.ts';
+import { setupTenant, type BenchContext } from './context.ts';
 import { fmtCores } from './cpu.ts';
 import { benchFreshness, type FreshnessResult } from './freshness.ts';
 import { benchBrokers, runBench, startBenchRun } from './harness.ts';
@@ -41,9 +41,10 @@ const PLAN = {
   intakeWarmupMs: QUICK ? 500 : 2000,
   projectorEvents: QUICK ? 20_000 : 200_000,
   projectorRounds: QUICK ? 1 : 3,
-  freshnessRate: 5000,
+  /** BENCH_FRESHNESS_RATES (events/s, comma-separated): one freshness phase per rate, each on its own tenant. */
+  freshnessRates: (process.env.BENCH_FRESHNESS_RATES ?? '5000,20000').split(',').map(Number).filter((r) => r > 0),
   freshnessWarmupMs: QUICK ? 1000 : 3000,
-  freshnessMeasureMs: QUICK ? 5000 : 25_000,
+  freshnessMeasureMs: QUICK ? 5000 : 30_000,
   freshnessDrainMs: 10_000,
   probeEvery: 4,
   stored: QUICK ? 100_000 : 1_000_000,
@@ -97,12 +98,12 @@ async function main(): Promise<void> {
       service: 'bench',
       destination: {
         write(line: string) {
-          if (line.includes(CONCURRENT_TX)) concurrentTx++;
-          else if (otherErrors++ < 20) process.stderr.write(line);
+          if (otherErrors++ < 20) process.stderr.write(line);
         },
       },
     });
-    const kafka = createKafka({ brokers, clientId: `bench-${runId}`, log });
+    // The in-process producers' retries, counted as the service counts its own.
+    const kafka = createKafka({ brokers, clientId: `bench-${runId}`, log, onProduceRetry: (cause) => void (cause === 'concurrent_transactions' && concurrentTx++) });
     const adminToken = `adm_${randomBytes(16).toString('hex')}`;
     const cursorSecret = randomBytes(24).toString('hex');
     const prefixes: string[] = [];
@@ -195,21 +196,26 @@ async function main(): Promise<void> {
     // is a property of the deployment, not of the projector alone.
     const { worker } = await ctx.startWorker('read', SERVICE_NAMES.join(','));
     const admin = new HttpClient(worker.ready.url, 2);
-    const fresh = await setupTenant(admin, adminToken, 'bench freshness', 9, true);
-    ctx.progress(`freshness: ${PLAN.freshnessRate} events/s for ${PLAN.freshnessMeasureMs / 1000} s (after ${PLAN.freshnessWarmupMs / 1000} s warm-up)`);
-    loads.freshness = os.loadavg()[0]!;
-    const freshness = await benchFreshness(ctx, worker, {
-      playerKey: fresh.tenant.player_key,
-      apiKey: fresh.apiKey!,
-      loadVideos: fresh.videoIds.slice(1),
-      probeVideo: fresh.videoIds[0]!,
-      rate: PLAN.freshnessRate,
-      batch: PLAN.batch,
-      warmupMs: PLAN.freshnessWarmupMs,
-      measureMs: PLAN.freshnessMeasureMs,
-      drainMs: PLAN.freshnessDrainMs,
-      probeEvery: PLAN.probeEvery,
-    });
+    const freshness: FreshnessResult[] = [];
+    for (const rate of PLAN.freshnessRates) {
+      const fresh = await setupTenant(admin, adminToken, `bench freshness ${rate}`, 9, true);
+      ctx.progress(`freshness: ${rate} events/s for ${PLAN.freshnessMeasureMs / 1000} s (after ${PLAN.freshnessWarmupMs / 1000} s warm-up)`);
+      loads[`freshness ${rate}`] = os.loadavg()[0]!;
+      freshness.push(
+        await benchFreshness(ctx, worker, {
+          playerKey: fresh.tenant.player_key,
+          apiKey: fresh.apiKey!,
+          loadVideos: fresh.videoIds.slice(1),
+          probeVideo: fresh.videoIds[0]!,
+          rate,
+          batch: PLAN.batch,
+          warmupMs: PLAN.freshnessWarmupMs,
+          measureMs: PLAN.freshnessMeasureMs,
+          drainMs: PLAN.freshnessDrainMs,
+          probeEvery: PLAN.probeEvery,
+        }),
+      );
+    }
     const lt = await setupTenant(admin, adminToken, 'bench read latency', 4, true);
     admin.close();
     loads.reads = os.loadavg()[0]!;
@@ -234,7 +240,7 @@ async function main(): Promise<void> {
   }
 }
 
-function report(intake: IntakeResult, projector: ProjectorResult, f: FreshnessResult, reads: ReadLatencyResult): void {
+function report(intake: IntakeResult, projector: ProjectorResult, f: FreshnessResult[], reads: ReadLatencyResult): void {
   reportIntake(intake);
   reportRest(projector, f, reads);
 }
@@ -275,7 +281,7 @@ function reportIntake(intake: IntakeResult): void {
   out();
 }
 
-function reportRest(projector: ProjectorResult, f: FreshnessResult, reads: ReadLatencyResult): void {
+function reportRest(projector: ProjectorResult, freshness: FreshnessResult[], reads: ReadLatencyResult): void {
 
   out('## 2. Projector throughput (Kafka backlog → ClickHouse)');
   out(loadNote('projector'));
@@ -309,27 +315,7 @@ function reportRest(projector: ProjectorResult, f: FreshnessResult, reads: ReadL
   out();
 
   out('## 3. Freshness (202 ack → readable through GET /v1/videos/:id/events?since=)');
-  out(loadNote('freshness'));
-  out(
-    `target ${fmtInt(f.targetPerSec)} events/s (batches of 50 on a fixed schedule), achieved ${fmtInt(f.achievedPerSec)} events/s over ${f.measureSec} s; ${f.requests} requests, ${f.failed} failed, ${f.skipped} skipped (in-flight cap)`,
-  );
-  out();
-  out(
-    table([
-      ['measure', 'p50', 'p99', 'max', 'n'],
-      ['ack → readable via API', fmtMs(f.p50), fmtMs(f.p99), fmtMs(f.max), `${f.seen}/${f.probes}`],
-      ['send → readable via API', fmtMs(f.sendP50), fmtMs(f.sendP99), '', String(f.seen)],
-      ['POST /v1/collect ack latency', fmtMs(f.ackP50), fmtMs(f.ackP99), '', String(f.requests)],
-      ['poll request (resolution)', fmtMs(f.pollP50), '', '', String(f.polls)],
-    ]),
-  );
-  out();
-  out(`readable within 1 s of the ack: ${(f.within1s * 100).toFixed(1)}% of probes  → target "p99 ≤ 1 s at 5k events/s" ${f.p99 <= 1000 ? 'MET' : 'MISSED'}`);
-  out(`CPU cores used: ${fmtCores(f.cores)}`);
-  out(
-    `service during the phase: ${f.txPerSec.toFixed(1)} intake tx/s (mean ${fmtMs(f.txMeanMs)}), ${f.retriesPerSec.toFixed(1)} CONCURRENT_TRANSACTIONS retries/s; projector ${f.insertsPerSec.toFixed(1)} inserts/s of ${fmtInt(f.meanBatch)} rows (mean insert ${fmtMs(f.insertMeanMs)})`,
-  );
-  out();
+  for (const f of freshness) reportFreshness(f);
 
   out(`## 4. Read latency over ${fmtInt(reads.stored)} stored events (sequential, ${reads.requests} requests each after 10 warm-up)`);
   out(loadNote('reads'));
@@ -348,6 +334,37 @@ function reportRest(projector: ProjectorResult, f: FreshnessResult, reads: ReadL
   );
   for (const [k, why] of Object.entries(reads.failures)) out(`${k} failed: ${why}`);
   out(`page 2 through the API's own next_cursor: ${reads.secondPage}`);
+}
+
+/** Targets of the freshness phases: p99 ≤ 1 s at 5k events/s (the spec), p99 ≤ 200 ms at 20k events/s for 30 s or more. */
+function freshnessTarget(f: FreshnessResult): string {
+  if (f.targetPerSec >= 20_000) return `target "p99 ≤ 200 ms at 20k events/s for ≥ 30 s" ${f.p99 <= 200 && f.measureSec >= 30 && f.achievedPerSec >= 0.95 * f.targetPerSec ? 'MET' : 'MISSED'}`;
+  return `target "p99 ≤ 1 s at ${fmtInt(f.targetPerSec)} events/s" ${f.p99 <= 1000 ? 'MET' : 'MISSED'}`;
+}
+
+function reportFreshness(f: FreshnessResult): void {
+  out(`### at ${fmtInt(f.targetPerSec)} events/s`);
+  out(loadNote(`freshness ${f.targetPerSec}`));
+  out(
+    `target ${fmtInt(f.targetPerSec)} events/s (batches of 50 on a fixed schedule), achieved ${fmtInt(f.achievedPerSec)} events/s over ${f.measureSec} s; ${f.requests} requests, ${f.failed} failed, ${f.skipped} skipped (in-flight cap)`,
+  );
+  out();
+  out(
+    table([
+      ['measure', 'p50', 'p99', 'max', 'n'],
+      ['ack → readable via API', fmtMs(f.p50), fmtMs(f.p99), fmtMs(f.max), `${f.seen}/${f.probes}`],
+      ['send → readable via API', fmtMs(f.sendP50), fmtMs(f.sendP99), '', String(f.seen)],
+      ['POST /v1/collect ack latency', fmtMs(f.ackP50), fmtMs(f.ackP99), '', String(f.requests)],
+      ['poll request (resolution)', fmtMs(f.pollP50), '', '', String(f.polls)],
+    ]),
+  );
+  out();
+  out(`readable within 1 s of the ack: ${(f.within1s * 100).toFixed(1)}% of probes  → ${freshnessTarget(f)}`);
+  out(`CPU cores used: ${fmtCores(f.cores)}`);
+  out(
+    `service during the phase: ${f.txPerSec.toFixed(1)} intake tx/s (mean ${fmtMs(f.txMeanMs)}), ${f.retriesPerSec.toFixed(1)} CONCURRENT_TRANSACTIONS retries/s; projector ${f.insertsPerSec.toFixed(1)} inserts/s of ${fmtInt(f.meanBatch)} rows (mean insert ${fmtMs(f.insertMeanMs)})`,
+  );
+  out();
 }
 
 runBench(main);

@@ -124,9 +124,10 @@ async function kafkaCluster(config: Config, dataDir: string, log: Logger, shutdo
 /** The Kafka client and its admin, with every topic created and a group coordinator available. */
 async function connectKafka(config: Config, log: Logger, brokers: string[], shutdown: ShutdownSequence): Promise<Core> {
   const topics = topicNames(config.KAFKA_TOPIC_PREFIX);
-  const kafka = createKafka({ brokers, clientId: config.KAFKA_CLIENT_ID, log });
+  const metrics = createMetrics();
+  const kafka = createKafka({ brokers, clientId: config.KAFKA_CLIENT_ID, log, onProduceRetry: (cause) => metrics.produceRetries.inc({ cause }) });
   const admin = kafka.admin();
-  const core: Core = { config, log, services: new Set(config.SERVICES), shutdown, metrics: createMetrics(), registry: SchemaRegistry.fromManifest(), topics, kafka, admin };
+  const core: Core = { config, log, services: new Set(config.SERVICES), shutdown, metrics, registry: SchemaRegistry.fromManifest(), topics, kafka, admin };
   await admin.connect();
   shutdown.add('kafka-admin', () => admin.disconnect());
   await ensureTopics(admin, topicDefinitions(topics, config.KAFKA_TOPIC_PARTITIONS));

@@ -55,6 +55,12 @@ export function createMetrics() {
       labelNames: ['producer', 'topic'] as const,
       registers: [registry],
     }),
+    produceRetries: new Counter({
+      name: 'kafka_produce_retries_total',
+      help: 'Produce attempts kafkajs retried inside one send, by cause: concurrent_transactions (a commit\'s markers still being written) or other',
+      labelNames: ['cause'] as const,
+      registers: [registry],
+    }),
     consumerRetries: new Counter({
       name: 'kafka_consumer_transient_failures_total',
       help: 'Handler failures retried with backoff (the records are read again, never skipped), by group',

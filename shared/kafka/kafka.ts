@@ -5,7 +5,15 @@ import type { Logger } from '../logger.ts';
  * The one place a Kafka client is built. kafkajs logs go through pino so the
  * process keeps a single JSON log stream.
  */
-export function createKafka(opts: { brokers: string[]; clientId: string; log: Logger }): Kafka {
+export type ProduceRetryCause = 'concurrent_transactions' | 'other';
+
+/**
+ * `onProduceRetry` hears of every produce attempt kafkajs retries inside one
+ * send (it logs them, and nothing else tells): `concurrent_transactions` when
+ * a transaction began while the previous commit's markers were still being
+ * written.
+ */
+export function createKafka(opts: { brokers: string[]; clientId: string; log: Logger; onProduceRetry?: (cause: ProduceRetryCause) => void }): Kafka {
   const log = opts.log.child({ component: 'kafkajs' });
   return new Kafka({
     clientId: opts.clientId,
@@ -19,6 +27,9 @@ export function createKafka(opts: { brokers: string[]; clientId: string; log: Lo
       ({ level, log: entry }: LogEntry) => {
         const { message, ...rest } = entry;
         const fields = { namespace: entry.namespace, broker: rest.broker, error: rest.error };
+        if (message.startsWith('Failed to send messages')) {
+          opts.onProduceRetry?.(message.includes('another concurrent operation on the same transaction') ? 'concurrent_transactions' : 'other');
+        }
         // NOTE: kafkajs logs every retriable error response (coordinator
         // loading, leader moved) at ERROR and then retries, and so every
         // retried produce ("Failed to send messages": a transaction's markers
