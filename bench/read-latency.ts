@@ -1,6 +1,8 @@
+import { rowsToFetch } from '../services/api/event-page.ts';
+import { eventPageQuery, visitorFactorsQuery } from '../services/api/events.repository.ts';
 import { cursorCodec } from '../shared/cursor.ts';
 import { parseVideoId } from '../shared/ids.ts';
-import type { BenchContext } from './context.ts';
+import { sleep, type BenchContext } from './context.ts';
 import { HttpClient } from './http-client.ts';
 import { quantile } from './stats.ts';
 import type { StackWorker } from './worker-client.ts';
@@ -15,11 +17,35 @@ export const READ_LABEL: Record<ReadKind, string> = {
   score: 'GET /v1/visitors/:id/score',
 };
 
+/** The SQL of a read, as the API sent it before reads stopped using FINAL for pages, and now. */
+export const SQL_SHAPES = ['before', 'now'] as const;
+export type SqlShape = (typeof SQL_SHAPES)[number];
+
+export interface SqlFigure {
+  kind: ReadKind;
+  shape: SqlShape;
+  p50: number;
+  p99: number;
+  max: number;
+  /** Rows ClickHouse read for the query (FORMAT JSON statistics), the last time it ran. */
+  rowsRead: number;
+  rowsReadMax: number;
+  /** Rows it returned. */
+  rows: number;
+}
+
 export interface ReadLatencyResult {
   stored: number;
   loadSec: number;
   tableRows: number;
   parts: number;
+  /** Active parts of `events` right after the load, and when the phase ended. */
+  loadedParts: number;
+  partsAfter: number;
+  /** Time waited for the load's merges to settle before the requests. */
+  settleSec: number;
+  /** Active parts of `visitor_events` when the requests began. */
+  visitorParts: number;
   requests: number;
   p50: Record<ReadKind, number>;
   p99: Record<ReadKind, number>;
@@ -29,7 +55,8 @@ export interface ReadLatencyResult {
   failures: Partial<Record<ReadKind, string>>;
   /** Status of page 2 fetched with the next_cursor of page 1. */
   secondPage: string;
-  deepSql: { p50: number; p99: number; max: number; items: number };
+  /** Each read's SQL straight to ClickHouse, before and now, interleaved. */
+  sql: SqlFigure[];
 }
 
 const SIGNALS = `('heartbeat', 'seek')`;
@@ -80,11 +107,29 @@ export async function benchReadLatency(
         timestamp AS received_at
       FROM numbers(${opts.stored})`,
     },
-    300_000,
+    Math.max(300_000, opts.stored / 10_000),
   );
+  const partsOf = async (table: string) =>
+    Number(
+      (await worker.query<{ parts: string }>(`SELECT count() AS parts FROM system.parts WHERE active AND database = currentDatabase() AND table = '${table}'`))[0]
+        ?.parts ?? 0,
+    );
+  const loadedParts = await partsOf('events');
+  // The load's background merges (10M events load as 10 parts) take the same
+  // 2 CPUs as the requests: the requests start once no merge has run for 3 s
+  // in a row, or after 3 minutes, and the report says how long that took.
+  ctx.progress(`read latency: waiting for the load's merges to settle (${loadedParts} parts of events)`);
+  const settleStart = performance.now();
+  for (let quiet = 0; quiet < 3 && performance.now() - settleStart < 180_000; ) {
+    const [m] = await worker.query<{ n: string }>(`SELECT count() AS n FROM system.merges WHERE database = currentDatabase()`);
+    quiet = Number(m?.n ?? 0) === 0 ? quiet + 1 : 0;
+    await sleep(1000);
+  }
+  const settleSec = (performance.now() - settleStart) / 1000;
   const [stats] = await worker.query<{ rows: string; parts: string }>(
     `SELECT sum(rows) AS rows, count() AS parts FROM system.parts WHERE active AND database = currentDatabase() AND table = 'events'`,
   );
+  const visitorParts = await partsOf('visitor_events');
 
   // A deep page: the position half-way through the first video's listed events.
   const [{ listed }] = (await worker.query<{ listed: string }>(
@@ -102,6 +147,7 @@ export async function benchReadLatency(
   const since = encodeURIComponent(new Date(startMs + spanMs * 0.75).toISOString());
 
   const visitors = Math.min(10_000, Math.floor(opts.stored / 40));
+  const visitorOf = (i: number) => `vis_lt_${(i * 7919) % visitors}`;
   const client = new HttpClient(worker.ready.url, 1);
 
   // The second page through the next_cursor the API itself issued: tells a
@@ -116,7 +162,7 @@ export async function benchReadLatency(
     firstPage: (i) => `/v1/videos/${opts.videoIds[i % opts.videoIds.length]}/events`,
     deepPage: () => `/v1/videos/${opts.videoIds[0]}/events?cursor=${encodeURIComponent(deepCursor)}`,
     since: (i) => `/v1/videos/${opts.videoIds[i % opts.videoIds.length]}/events?since=${since}`,
-    score: (i) => `/v1/visitors/vis_lt_${(i * 7919) % visitors}/score`,
+    score: (i) => `/v1/visitors/${visitorOf(i)}/score`,
   };
   const lat = Object.fromEntries(READ_KINDS.map((k) => [k, [] as number[]])) as Record<ReadKind, number[]>;
   const items = Object.fromEntries(READ_KINDS.map((k) => [k, 0])) as Record<ReadKind, number>;
@@ -146,27 +192,68 @@ export async function benchReadLatency(
     client.close();
   }
 
-  // The deep page's SQL (as events.repository.ts builds it) sent straight to
-  // ClickHouse over IPC: splits the deep page's time into ClickHouse and the
-  // rest (HTTP, auth, cursor, JSON).
-  ctx.progress('read latency: deep page SQL straight to ClickHouse');
-  const deepSql = `
-    SELECT event_name, visitor_id, toUnixTimestamp64Milli(timestamp) AS ts, toString(event_id) AS id
+  // Each read's SQL sent straight to ClickHouse over IPC (no HTTP), as the
+  // API sent it before (FINAL over the video's key range) and now
+  // (events.repository.ts itself), interleaved query by query so both shapes
+  // see the same machine, with the rows ClickHouse read, which noise does not
+  // change. A page of 100 asks for 101 events: FINAL read 101 rows, the read
+  // without FINAL asks for 202 (room for a replay's copy of each).
+  ctx.progress('read latency: each read\'s SQL straight to ClickHouse, before and now, interleaved');
+  const video0 = videos[0]!;
+  const cursorAt = { ts: Number(mid.ts), id: mid.id };
+  const sinceMs = Math.floor(startMs + spanMs * 0.75);
+  const finalPage = (where: string) => ({
+    sql: `
+    SELECT event_name, visitor_id, toUnixTimestamp64Milli(timestamp) AS ts, toString(event_id) AS id_text
     FROM events FINAL
-    WHERE tenant_id = '${tenant}' AND video_id = '${videos[0]}'
+    WHERE tenant_id = '${tenant}' AND video_id = '${video0}'
       AND event_name NOT IN ${SIGNALS}
-      AND timestamp >= fromUnixTimestamp64Milli(0, 'UTC')
-      AND (timestamp, event_id) > (fromUnixTimestamp64Milli(${Number(mid.ts)}, 'UTC'), toUUID('${mid.id}'))
+      ${where}
     ORDER BY timestamp, event_id
-    LIMIT 101`;
-  const direct: number[] = [];
-  let directItems = 0;
+    LIMIT 101`,
+  });
+  const nowPage = (q: { sinceMs?: number; after?: { ts: number; id: string } }) => {
+    const { query, query_params } = eventPageQuery({ tenantId: tenant, videoId: video0, sinceMs: q.sinceMs, after: q.after }, rowsToFetch(101));
+    return { sql: query, params: query_params };
+  };
+  const shapes: { kind: ReadKind; shape: SqlShape; at: (i: number) => { sql: string; params?: Record<string, unknown> } }[] = [
+    { kind: 'firstPage', shape: 'before', at: () => finalPage('') },
+    { kind: 'firstPage', shape: 'now', at: () => nowPage({}) },
+    {
+      kind: 'deepPage',
+      shape: 'before',
+      at: () => finalPage(`AND (timestamp, event_id) > (fromUnixTimestamp64Milli(${cursorAt.ts}, 'UTC'), toUUID('${cursorAt.id}'))`),
+    },
+    { kind: 'deepPage', shape: 'now', at: () => nowPage({ after: cursorAt }) },
+    { kind: 'since', shape: 'before', at: () => finalPage(`AND timestamp >= fromUnixTimestamp64Milli(${sinceMs}, 'UTC')`) },
+    { kind: 'since', shape: 'now', at: () => nowPage({ sinceMs }) },
+    // The score's SQL did not change (FINAL over one visitor's key range): its rows read, beside the pages'.
+    {
+      kind: 'score',
+      shape: 'now',
+      at: (i) => {
+        const { query, query_params } = visitorFactorsQuery(visitorOf(i));
+        return { sql: query, params: query_params };
+      },
+    },
+  ];
+  const sqlLat = shapes.map(() => [] as number[]);
+  const sqlStats = shapes.map(() => ({ rowsRead: 0, rowsReadMax: 0, rows: 0 }));
   for (let i = -10; i < opts.requests; i++) {
-    const t = performance.now();
-    const rows = await worker.query(deepSql);
-    if (i >= 0) direct.push(performance.now() - t);
-    directItems = rows.length;
+    for (const [k, shape] of shapes.entries()) {
+      const { sql, params } = shape.at(i + 10);
+      const t = performance.now();
+      const stats = await worker.queryStats(sql, params);
+      const ms = performance.now() - t;
+      if (i < 0) continue;
+      sqlLat[k]!.push(ms);
+      const st = sqlStats[k]!;
+      st.rowsRead = stats.rowsRead;
+      st.rowsReadMax = Math.max(st.rowsReadMax, stats.rowsRead);
+      st.rows = stats.rows;
+    }
   }
+  const partsAfter = await partsOf('events');
 
   const per = (f: (v: number[]) => number) => Object.fromEntries(READ_KINDS.map((k) => [k, f(lat[k])])) as Record<ReadKind, number>;
   return {
@@ -174,6 +261,10 @@ export async function benchReadLatency(
     loadSec: load.ms / 1000,
     tableRows: Number(stats?.rows ?? 0),
     parts: Number(stats?.parts ?? 0),
+    loadedParts,
+    settleSec,
+    visitorParts,
+    partsAfter,
     requests: opts.requests,
     p50: per((v) => quantile(v, 0.5)),
     p99: per((v) => quantile(v, 0.99)),
@@ -181,6 +272,13 @@ export async function benchReadLatency(
     items,
     failures,
     secondPage,
-    deepSql: { p50: quantile(direct, 0.5), p99: quantile(direct, 0.99), max: Math.max(...direct), items: directItems },
+    sql: shapes.map((shape, k) => ({
+      kind: shape.kind,
+      shape: shape.shape,
+      p50: quantile(sqlLat[k]!, 0.5),
+      p99: quantile(sqlLat[k]!, 0.99),
+      max: Math.max(...sqlLat[k]!),
+      ...sqlStats[k]!,
+    })),
   };
 }

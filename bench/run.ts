@@ -8,8 +8,10 @@
  *   2. projector events/s beside raw chdb inserts of the same rows
  *   3. freshness (202 ack → readable through the API) at a fixed rate
  *   4. events-page and score latency over 1 million stored events
+ *      (BENCH_READ_EVENTS), and each read's SQL straight to ClickHouse
  *
  * BENCH_QUICK=1 shrinks every phase (for checking the harness, not for figures).
+ * BENCH_PHASES=intake or BENCH_PHASES=reads runs that phase alone.
  */
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
@@ -26,13 +28,20 @@ import { benchBrokers, runBench, startBenchRun } from './harness.ts';
 import { HttpClient } from './http-client.ts';
 import { benchIntake, INTAKE_MODES, MODE_LABEL, type IntakeResult } from './intake.ts';
 import { benchProjector, type ProjectorResult } from './projector.ts';
-import { benchReadLatency, READ_KINDS, READ_LABEL, type ReadLatencyResult } from './read-latency.ts';
+import { benchReadLatency, READ_KINDS, READ_LABEL, type ReadKind, type ReadLatencyResult } from './read-latency.ts';
 import { fmtInt, fmtMs, fmtRatio, table } from './stats.ts';
 import { StackWorker } from './worker-client.ts';
 
 const QUICK = process.env.BENCH_QUICK === '1';
 /** BENCH_PHASES=intake runs (and reports) the intake phase alone, for a shorter run on a busy machine. */
 const ONLY_INTAKE = process.env.BENCH_PHASES === 'intake';
+/** BENCH_PHASES=reads runs (and reports) the read-latency phase alone, e.g. at BENCH_READ_EVENTS=10000000. */
+const ONLY_READS = process.env.BENCH_PHASES === 'reads';
+if (process.env.BENCH_PHASES && !ONLY_INTAKE && !ONLY_READS) throw new Error(`BENCH_PHASES must be intake or reads, not ${process.env.BENCH_PHASES}`);
+const READ_EVENTS = process.env.BENCH_READ_EVENTS === undefined ? undefined : Number(process.env.BENCH_READ_EVENTS);
+if (READ_EVENTS !== undefined && !(Number.isInteger(READ_EVENTS) && READ_EVENTS >= 40_000)) {
+  throw new Error(`BENCH_READ_EVENTS must be an integer of at least 40000, not ${process.env.BENCH_READ_EVENTS}`);
+}
 const PLAN = {
   concurrency: Number(process.env.BENCH_CONCURRENCY ?? 32),
   batch: 50,
@@ -47,7 +56,8 @@ const PLAN = {
   freshnessMeasureMs: QUICK ? 5000 : 30_000,
   freshnessDrainMs: 10_000,
   probeEvery: 4,
-  stored: QUICK ? 100_000 : 1_000_000,
+  /** Stored events of the read-latency phase (4 videos, 10,000 visitors, 30 days). */
+  stored: READ_EVENTS ?? (QUICK ? 100_000 : 1_000_000),
   readRequests: QUICK ? 20 : 200,
   /** Hard stop for the whole run, whatever hangs. */
   maxRunMs: 15 * 60_000,
@@ -82,6 +92,7 @@ async function main(): Promise<void> {
     out(`kafka       ${external ? `external at ${external} (version not probed)` : `Apache Kafka ${KAFKA_VERSION}, local single-node KRaft broker (JVM, 1 GiB heap), same machine`}`);
     out(`clickhouse  embedded chdb ${ch.chdb} (libchdb / ClickHouse ${ch.libchdb.replaceAll('"', '')}), in-process`);
     if (ONLY_INTAKE) out('phases      BENCH_PHASES=intake: the intake phase only');
+    if (ONLY_READS) out(`phases      BENCH_PHASES=reads: the read-latency phase only, over ${fmtInt(PLAN.stored)} stored events`);
     out(
       `settings    partitions ${settings.KAFKA_TOPIC_PARTITIONS}, INGEST_LINGER_MS ${settings.INGEST_LINGER_MS}, PROJECTOR_FLUSH_MS ${settings.PROJECTOR_FLUSH_MS}, PROJECTOR_MAX_ROWS ${settings.PROJECTOR_MAX_ROWS}${Object.keys(tuned).length ? ' (from the environment)' : ' (defaults)'}`,
     );
@@ -174,6 +185,19 @@ async function main(): Promise<void> {
       },
     };
 
+    if (ONLY_READS) {
+      const { worker } = await ctx.startWorker('read', SERVICE_NAMES.join(','));
+      const admin = new HttpClient(worker.ready.url, 2);
+      const lt = await setupTenant(admin, adminToken, 'bench read latency', 4, true);
+      admin.close();
+      loads.reads = os.loadavg()[0]!;
+      const reads = await benchReadLatency(ctx, worker, { tenantId: lt.tenant.id, apiKey: lt.apiKey!, videoIds: lt.videoIds, stored: PLAN.stored, requests: PLAN.readRequests, cursorSecret });
+      await worker.stop();
+      reportReads(reads);
+      out(`load avg    ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} (1/5/15 min, at the end)`);
+      out(`duration    ${((performance.now() - T0) / 1000).toFixed(0)} s`);
+      return;
+    }
     loads.intake = os.loadavg()[0]!;
     const intake = await benchIntake(ctx, {
       concurrency: PLAN.concurrency,
@@ -317,10 +341,18 @@ function reportRest(projector: ProjectorResult, freshness: FreshnessResult[], re
   out('## 3. Freshness (202 ack → readable through GET /v1/videos/:id/events?since=)');
   for (const f of freshness) reportFreshness(f);
 
+  reportReads(reads);
+}
+
+function reportReads(reads: ReadLatencyResult): void {
   out(`## 4. Read latency over ${fmtInt(reads.stored)} stored events (sequential, ${reads.requests} requests each after 10 warm-up)`);
   out(loadNote('reads'));
-  out(`loaded in ${reads.loadSec.toFixed(1)} s (INSERT … SELECT FROM numbers(), through the visitor view); events table: ${fmtInt(reads.tableRows)} rows in ${reads.parts} active parts`);
+  out(
+    `loaded in ${reads.loadSec.toFixed(1)} s (INSERT … SELECT FROM numbers(), through the visitor view) as ${reads.loadedParts} parts; merges settled in ${reads.settleSec.toFixed(0)} s; then events: ${fmtInt(reads.tableRows)} rows in ${reads.parts} active parts (${reads.partsAfter} at the end of the phase), visitor_events: ${reads.visitorParts} parts`,
+  );
   out();
+  const now = (k: ReadKind) => reads.sql.find((f) => f.kind === k && f.shape === 'now');
+  const deep = now('deepPage');
   out(
     table([
       ['request', 'p50', 'p99', 'max', 'items'],
@@ -329,11 +361,33 @@ function reportRest(projector: ProjectorResult, freshness: FreshnessResult[], re
           ? [READ_LABEL[k], 'FAILED', '', '', '']
           : [READ_LABEL[k], fmtMs(reads.p50[k]), fmtMs(reads.p99[k]), fmtMs(reads.max[k]), String(reads.items[k])],
       ),
-      ['deep-page SQL straight to ClickHouse (IPC, no HTTP)', fmtMs(reads.deepSql.p50), fmtMs(reads.deepSql.p99), fmtMs(reads.deepSql.max), String(reads.deepSql.items)],
+      ...(deep ? [['deep-page SQL straight to ClickHouse (IPC, no HTTP)', fmtMs(deep.p50), fmtMs(deep.p99), fmtMs(deep.max), String(deep.rows)]] : []),
     ]),
   );
   for (const [k, why] of Object.entries(reads.failures)) out(`${k} failed: ${why}`);
   out(`page 2 through the API's own next_cursor: ${reads.secondPage}`);
+  out();
+  out('Each read\'s SQL straight to ClickHouse (IPC, no HTTP), the shape before (FINAL) and now, interleaved query by query:');
+  out();
+  out(
+    table([
+      ['read', 'shape', 'p50', 'p99', 'max', 'rows read', 'rows read (max)', 'rows returned', 'p99 now / before'],
+      ...reads.sql.map((f) => {
+        const before = reads.sql.find((b) => b.kind === f.kind && b.shape === 'before');
+        return [
+          f.kind,
+          f.shape === 'before' ? 'before: FROM events FINAL' : f.kind === 'score' ? 'now = before: visitor_events FINAL' : 'now: no FINAL, copies dropped',
+          fmtMs(f.p50),
+          fmtMs(f.p99),
+          fmtMs(f.max),
+          fmtInt(f.rowsRead),
+          fmtInt(f.rowsReadMax),
+          fmtInt(f.rows),
+          f.shape === 'now' && before ? fmtRatio(f.p99 / before.p99) : '',
+        ];
+      }),
+    ]),
+  );
 }
 
 /** Targets of the freshness phases: p99 ≤ 1 s at 5k events/s (the spec), p99 ≤ 200 ms at 20k events/s for 30 s or more. */

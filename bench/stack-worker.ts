@@ -13,7 +13,7 @@ import { createClickHouse, type ClickHouseClient } from '../shared/clickhouse/cl
 import { loadConfig } from '../shared/config.ts';
 import { createLogger } from '../shared/logger.ts';
 import { startStack, type Stack } from '../services/stack.ts';
-import type { ProcessStats, WatchResult, WorkerReady, WorkerRequest, WorkerResponse, RawInsertResult } from './worker-protocol.ts';
+import type { ProcessStats, QueryStats, WatchResult, WorkerReady, WorkerRequest, WorkerResponse, RawInsertResult } from './worker-protocol.ts';
 
 const REPO_ROOT = resolve(import.meta.dirname, '..');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -68,6 +68,12 @@ async function main(): Promise<void> {
       case 'query': {
         const rs = await need(ch).query({ query: req.sql, format: 'JSONEachRow' });
         return rs.json();
+      }
+      case 'queryStats': {
+        const rs = await need(ch).query({ query: req.sql, query_params: req.params, format: 'JSON' });
+        const j = (await rs.json()) as unknown as { rows: number; statistics: { rows_read: number; elapsed: number } };
+        const r: QueryStats = { rows: j.rows, rowsRead: j.statistics.rows_read, elapsedMs: j.statistics.elapsed * 1000 };
+        return r;
       }
       case 'command': {
         const started = performance.now();

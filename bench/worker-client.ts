@@ -1,7 +1,7 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { WorkerReady, WorkerRequest, WorkerResponse } from './worker-protocol.ts';
+import type { QueryStats, WorkerReady, WorkerRequest, WorkerResponse } from './worker-protocol.ts';
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 type RequestBody = DistributiveOmit<WorkerRequest, 'id'>;
@@ -108,6 +108,11 @@ export class StackWorker {
 
   query<T>(sql: string, timeoutMs?: number): Promise<T[]> {
     return this.rpc<T[]>({ op: 'query', sql }, timeoutMs);
+  }
+
+  /** Runs a query and returns ClickHouse's own statistics of it (rows read) instead of its rows. */
+  queryStats(sql: string, params?: Record<string, unknown>, timeoutMs?: number): Promise<QueryStats> {
+    return this.rpc<QueryStats>({ op: 'queryStats', sql, params }, timeoutMs);
   }
 
   /** Stops the stack in order; SIGKILL when it does not finish within `timeoutMs`. */

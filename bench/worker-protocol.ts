@@ -2,6 +2,7 @@
 
 export type WorkerRequest = { id: number } & (
   | { op: 'query'; sql: string }
+  | { op: 'queryStats'; sql: string; params?: Record<string, unknown> }
   | { op: 'command'; sql: string }
   | { op: 'awaitWatch' }
   | { op: 'rawInsert'; batchSize: number; rounds: number }
@@ -21,6 +22,13 @@ export interface ProcessStats {
 }
 
 export type WorkerOp = WorkerRequest['op'];
+
+/** What ClickHouse reports of one query (op 'queryStats', FORMAT JSON's statistics). */
+export interface QueryStats {
+  rows: number;
+  rowsRead: number;
+  elapsedMs: number;
+}
 
 export interface WorkerReady {
   type: 'ready';

@@ -3,6 +3,7 @@ import type { ClickHouseClient } from '../../shared/clickhouse/clickhouse.ts';
 import { chFloat, chInt, chUuid, parseRows } from '../../shared/clickhouse/rows.ts';
 import { PLAYER_SIGNALS } from '../../shared/event-names.ts';
 import type { FactorInputs } from '../../shared/score.ts';
+import { readDistinct } from './event-page.ts';
 
 export interface EventRow {
   event_name: string;
@@ -22,47 +23,70 @@ const VisitorFactorsRow = z.object({
   last_ts: chInt,
 });
 
-/** ClickHouse reads of the API. Exact reads use FINAL: replays may have left duplicates unmerged. */
-export class EventsRepository {
-  readonly #ch: ClickHouseClient;
+/** What a keyset page of a video's events asks for. */
+export interface EventPageQuery {
+  tenantId: string;
+  videoId: string;
+  sinceMs: number | undefined;
+  after?: { ts: number; id: string };
+  limit: number;
+}
 
-  constructor(ch: ClickHouseClient) {
-    this.#ch = ch;
-  }
-
-  /** One keyset page of a video's events ordered by (timestamp, event_id), signals excluded. */
-  async page(q: { tenantId: string; videoId: string; sinceMs: number | undefined; after?: { ts: number; id: string }; limit: number }): Promise<EventRow[]> {
-    const rs = await this.#ch.query({
-      query: `
+/**
+ * The SQL of one read of an events page: up to `rows` rows in key order,
+ * copies left by a replay included (event-page.ts drops them). Exported for
+ * the benchmark, which sends the same SQL straight to ClickHouse.
+ *
+ * NOTE: no FINAL. FINAL merges the rows of every part that overlaps the
+ * video's key range, and past a cursor it read the rest of the video (1.3M
+ * rows of a 2.5M-event video for a page of 101); this read stops after the
+ * rows it returns. `timestamp >= after` repeats the keyset condition in a
+ * form the primary key can use (a tuple comparison is not), and the small
+ * max_block_size keeps each part's in-order reader from fetching 65k rows
+ * for a page of 100 (rows read per page: docs/performance.md). It is in the
+ * SQL rather than in clickhouse_settings, which chdb applies with SET to the
+ * whole session. The alias is not `event_id`: an alias shadows the column in
+ * WHERE and ORDER BY, and the keyset must compare UUIDs, not strings.
+ */
+export function eventPageQuery(q: Omit<EventPageQuery, 'limit'>, rows: number): { query: string; query_params: Record<string, unknown> } {
+  return {
+    query: `
         SELECT event_name, visitor_id, toUnixTimestamp64Milli(timestamp) AS ts, toString(event_id) AS id_text
-        FROM events FINAL
+        FROM events
         WHERE tenant_id = {tenant:UUID} AND video_id = {video:UUID}
           AND event_name NOT IN {signals:Array(String)}
           ${q.sinceMs === undefined ? '' : "AND timestamp >= fromUnixTimestamp64Milli({since:Int64}, 'UTC')"}
-          ${q.after ? "AND (timestamp, event_id) > (fromUnixTimestamp64Milli({after_ts:Int64}, 'UTC'), {after_id:UUID})" : ''}
+          ${
+            q.after
+              ? `AND timestamp >= fromUnixTimestamp64Milli({after_ts:Int64}, 'UTC')
+          AND (timestamp, event_id) > (fromUnixTimestamp64Milli({after_ts:Int64}, 'UTC'), {after_id:UUID})`
+              : ''
+          }
         ORDER BY timestamp, event_id
-        LIMIT {limit:UInt32}`,
-      query_params: {
-        tenant: q.tenantId,
-        video: q.videoId,
-        signals: [...PLAYER_SIGNALS],
-        since: q.sinceMs ?? 0,
-        after_ts: q.after?.ts ?? 0,
-        after_id: q.after?.id ?? '00000000-0000-0000-0000-000000000000',
-        limit: q.limit,
-      },
-      format: 'JSONEachRow',
-    });
-    // NOTE: the alias is not `event_id`: an alias shadows the column in
-    // WHERE and ORDER BY, and the keyset must compare UUIDs, not strings.
-    const rows = parseRows('events page', EventPageRow, await rs.json());
-    return rows.map((r) => ({ event_name: r.event_name, visitor_id: r.visitor_id, ts: r.ts, event_id: r.id_text }));
-  }
+        LIMIT {rows:UInt32}
+        SETTINGS max_block_size = 1024`,
+    query_params: {
+      tenant: q.tenantId,
+      video: q.videoId,
+      signals: [...PLAYER_SIGNALS],
+      since: q.sinceMs ?? 0,
+      after_ts: q.after?.ts ?? 0,
+      after_id: q.after?.id ?? '00000000-0000-0000-0000-000000000000',
+      rows,
+    },
+  };
+}
 
-  /** The visitor's factor inputs per tenant that has seen them (for 403 vs 404). */
-  async visitorFactors(visitorId: string): Promise<(FactorInputs & { tenant_id: string; last_ts: number })[]> {
-    const rs = await this.#ch.query({
-      query: `
+/**
+ * The SQL of a visitor's factor inputs (exported for the benchmark).
+ *
+ * NOTE: FINAL stays here. It merges one visitor's key range only (a granule
+ * or two per part, however large the table), and the sums must not count a
+ * replay's copies.
+ */
+export function visitorFactorsQuery(visitorId: string): { query: string; query_params: Record<string, unknown> } {
+  return {
+    query: `
         SELECT toString(tenant_id) AS tenant_id,
                max(watched_percentage) AS max_watched_percentage,
                sum(play_ms) AS play_ms,
@@ -73,9 +97,34 @@ export class EventsRepository {
         FROM visitor_events FINAL
         WHERE visitor_id = {visitor:String}
         GROUP BY tenant_id`,
-      query_params: { visitor: visitorId },
-      format: 'JSONEachRow',
+    query_params: { visitor: visitorId },
+  };
+}
+
+/** ClickHouse reads of the API. Both stay exact while a replay's copies are unmerged. */
+export class EventsRepository {
+  readonly #ch: ClickHouseClient;
+
+  constructor(ch: ClickHouseClient) {
+    this.#ch = ch;
+  }
+
+  /** One keyset page of a video's events ordered by (timestamp, event_id), signals excluded, each event once. */
+  async page(q: EventPageQuery): Promise<EventRow[]> {
+    return readDistinct(q.limit, q.after, async (after, rows) => {
+      const rs = await this.#ch.query({ ...eventPageQuery({ ...q, after }, rows), format: 'JSONEachRow' });
+      return parseRows('events page', EventPageRow, await rs.json()).map((r) => ({
+        event_name: r.event_name,
+        visitor_id: r.visitor_id,
+        ts: r.ts,
+        event_id: r.id_text,
+      }));
     });
+  }
+
+  /** The visitor's factor inputs per tenant that has seen them (for 403 vs 404). */
+  async visitorFactors(visitorId: string): Promise<(FactorInputs & { tenant_id: string; last_ts: number })[]> {
+    const rs = await this.#ch.query({ ...visitorFactorsQuery(visitorId), format: 'JSONEachRow' });
     return parseRows('visitor factors', VisitorFactorsRow, await rs.json());
   }
 }
