@@ -281,6 +281,8 @@ async function startIngestProducer(core: Core): Promise<GroupCommitProducer> {
     log,
     lingerMs: config.INGEST_LINGER_MS,
     timeoutMs: config.INGEST_PRODUCE_TIMEOUT_MS,
+    maxQueueDelayMs: config.INGEST_MAX_QUEUE_DELAY_MS,
+    maxQueuedMessages: config.INGEST_MAX_QUEUED_EVENTS,
     onCommit: (_n, ms) => metrics.produceDuration.observe(ms / 1000),
   });
   await producer.connect();

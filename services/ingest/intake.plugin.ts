@@ -31,6 +31,10 @@ export interface IntakePluginOptions {
  * Kafka acknowledged every one of its events.
  */
 export async function intakePlugin(app: FastifyInstance, opts: IntakePluginOptions): Promise<void> {
+  // Load shedding first, before the body is read or a key looked up: while
+  // the producer's queue is over its bounds every intake request is answered
+  // 503 (Retry-After: 1) at once, at the cost of an accept and a header parse.
+  app.addHook('onRequest', async () => opts.writer.refuseIfOverloaded());
   await app.register(playerIntake, opts);
   await app.register(conversionIntake, opts);
 }
@@ -65,7 +69,7 @@ async function playerIntake(root: FastifyInstance, opts: IntakePluginOptions): P
         tags: ['intake'],
         summary: 'Player event intake',
         description:
-          'Takes 1–500 player events. Answers 202 once Kafka acknowledged all of them, 503 (nothing accepted) when it cannot. Accepts application/json, or text/plain with ?key= for navigator.sendBeacon. Events that carry their own event_id are idempotent: resend the same request after a 503, a 5xx or a timeout and each event is still recorded once.',
+          'Takes 1–500 player events. Answers 202 once Kafka acknowledged all of them, 503 (nothing accepted) when it cannot, or at once with Retry-After: 1 while the intake sheds load. Accepts application/json, or text/plain with ?key= for navigator.sendBeacon. Events that carry their own event_id are idempotent: resend the same request after a 503, a 5xx or a timeout and each event is still recorded once.',
         security: [{ playerKey: [] }],
         querystring: CollectQuery,
         body: CollectBody,

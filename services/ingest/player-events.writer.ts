@@ -2,7 +2,7 @@ import type { Message } from 'kafkajs';
 import type { PlayerEventRecord } from '../../schemas/records.ts';
 import type { SchemaRegistry } from '../../schemas/registry.ts';
 import { ApiError } from '../../shared/http/errors.ts';
-import { KafkaUnavailableError, type GroupCommitProducer } from '../../shared/kafka/group-commit-producer.ts';
+import { KafkaUnavailableError, ProducerOverloadedError, type GroupCommitProducer } from '../../shared/kafka/group-commit-producer.ts';
 import type { Metrics } from '../../shared/metrics.ts';
 
 export interface PlayerEventsWriterOptions {
@@ -34,6 +34,21 @@ export class PlayerEventsWriter {
     this.#accepting = false;
   }
 
+  /**
+   * Refuses a request before its body is read while the producer sheds load
+   * (INGEST_MAX_QUEUE_DELAY_MS, INGEST_MAX_QUEUED_EVENTS): a quick 503 the
+   * client retries instead of a wait it would time out in.
+   */
+  refuseIfOverloaded(): void {
+    const why = this.#opts.producer.overloaded();
+    if (why) throw this.#overloaded(why);
+  }
+
+  #overloaded(why: string): ApiError {
+    this.#opts.metrics.ingestRejected.inc({ reason: 'overloaded' });
+    return new ApiError('unavailable', `the intake is overloaded (${why}); nothing was accepted, retry shortly`, { headers: { 'Retry-After': '1' } });
+  }
+
   /** Resolves once Kafka acknowledged every record. */
   async write(records: readonly PlayerEventRecord[], path: IntakePath): Promise<void> {
     if (!this.#accepting) throw new ApiError('unavailable', 'the service is shutting down; retry', { headers: { 'Retry-After': '1' } });
@@ -44,6 +59,7 @@ export class PlayerEventsWriter {
     try {
       await this.#opts.producer.send(this.#opts.topic, messages);
     } catch (err) {
+      if (err instanceof ProducerOverloadedError) throw this.#overloaded(err.message);
       if (err instanceof KafkaUnavailableError) {
         this.#opts.metrics.ingestRejected.inc({ reason: 'kafka_unavailable' });
         throw new ApiError('unavailable', 'the event log is unavailable; nothing was accepted, retry later', {

@@ -1,6 +1,6 @@
 import type { EachBatchPayload, KafkaMessage } from 'kafkajs';
 import type { DeadLetter } from './dead-letters.ts';
-import { backoff, GroupMember, type GroupMemberOptions } from './group-member.ts';
+import { backoff, GroupMember, type GroupMemberOptions, type Outcome } from './group-member.ts';
 import type { Decoded } from './poison.ts';
 
 /** A decoded record handed to a batch handler. */
@@ -11,13 +11,15 @@ export interface BatchItem<T> {
   record: Decoded<T>;
 }
 
-interface Fetched {
+interface Fetched<T> {
   topic: string;
   partition: number;
   message: KafkaMessage;
   generation: number;
   /** Only a commit point (transaction markers up to this offset): nothing to decode. */
   marker?: true;
+  /** Decoded (or found to be poison) as it arrived. */
+  outcome?: Outcome<T>;
 }
 
 export interface BatchConsumerOptions<T> extends GroupMemberOptions<T> {
@@ -47,7 +49,7 @@ export interface BatchConsumerOptions<T> extends GroupMemberOptions<T> {
  */
 export class BatchConsumer<T> extends GroupMember<T> {
   declare protected readonly opts: BatchConsumerOptions<T>;
-  #pending: Fetched[] = [];
+  #pending: Fetched<T>[] = [];
   #flushing: Promise<void> | undefined;
   #timer: NodeJS.Timeout | undefined;
   #retryDelayMs = 0;
@@ -100,7 +102,21 @@ export class BatchConsumer<T> extends GroupMember<T> {
   async #eachBatch({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
     if (batch.messages.length === 0 || !isRunning() || isStale() || this.stopping) return;
     const generation = this.generation;
-    for (const message of batch.messages) this.#pending.push({ topic: batch.topic, partition: batch.partition, message, generation });
+    // Decoded on arrival, not when the handler call is made: decoding (wire
+    // format, Avro, zod) is the consumer's main CPU cost, and done here it
+    // overlaps the running handler call (a ClickHouse insert, on chdb's own
+    // threads) instead of delaying the next one.
+    // A decoder failure that is not poison is left to the handler call, whose
+    // failures are transient (retried, never skipped).
+    for (const message of batch.messages) {
+      let outcome: Outcome<T> | undefined;
+      try {
+        outcome = this.outcome(batch.topic, batch.partition, message);
+      } catch {
+        outcome = undefined;
+      }
+      this.#pending.push({ topic: batch.topic, partition: batch.partition, message, generation, outcome });
+    }
     // Markers after the last record (the transaction's commit) commit with it.
     if (BigInt(batch.lastOffset()) > BigInt(batch.messages.at(-1)!.offset)) this.onSkippedRecords(batch.topic, batch.partition, batch.lastOffset());
     resolveOffset(batch.lastOffset());
@@ -147,7 +163,7 @@ export class BatchConsumer<T> extends GroupMember<T> {
     const letters: DeadLetter[] = [];
     for (const f of fetched) {
       if (f.marker) continue;
-      const o = this.outcome(f.topic, f.partition, f.message);
+      const o = f.outcome ?? this.outcome(f.topic, f.partition, f.message);
       if (o.kind === 'poison') letters.push(o.letter);
       else items.push({ topic: f.topic, partition: f.partition, message: f.message, record: o.record });
     }
@@ -167,7 +183,7 @@ export class BatchConsumer<T> extends GroupMember<T> {
   }
 
   /** Commits the next offset of each partition the member still owns in the generation it read them in. */
-  async #commit(fetched: Fetched[]): Promise<void> {
+  async #commit(fetched: Fetched<T>[]): Promise<void> {
     const next = new Map<string, { topic: string; partition: number; offset: string }>();
     for (const { topic, partition, message, generation } of fetched) {
       if (generation !== this.generation || !this.owns(topic, partition)) continue;
@@ -192,7 +208,7 @@ export class BatchConsumer<T> extends GroupMember<T> {
    * sought back to its first unhandled offset, so the records are fetched
    * again and none is skipped.
    */
-  async #rewind(fetched: Fetched[], err: unknown): Promise<void> {
+  async #rewind(fetched: Fetched<T>[], err: unknown): Promise<void> {
     const all = [...fetched, ...this.#pending];
     this.#pending = [];
     this.#retryDelayMs = Math.min(Math.max(this.#retryDelayMs * 2, 250), 10_000);

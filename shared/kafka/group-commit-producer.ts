@@ -8,6 +8,11 @@ export class KafkaUnavailableError extends Error {
   override name = 'KafkaUnavailableError';
 }
 
+/** Refused at once, before queueing: more is waiting than the producer can commit in time. */
+export class ProducerOverloadedError extends Error {
+  override name = 'ProducerOverloadedError';
+}
+
 interface Lane {
   /**
    * Kept by the lane's replacement producers: initialising a producer with
@@ -24,6 +29,8 @@ interface Lane {
 interface Pending {
   topic: string;
   messages: Message[];
+  /** performance.now() when queued. */
+  queuedAt: number;
   resolve: () => void;
   reject: (err: Error) => void;
 }
@@ -48,6 +55,14 @@ export interface GroupCommitProducerOptions {
    */
   maxBytes?: number;
   onCommit?: (messages: number, ms: number) => void;
+  /**
+   * Load shedding: while the oldest queued request has waited longer than
+   * this (ms), or more than `maxQueuedMessages` wait, new requests are
+   * refused at once with ProducerOverloadedError instead of queueing behind
+   * a backlog they would time out in. Default: no bound.
+   */
+  maxQueueDelayMs?: number;
+  maxQueuedMessages?: number;
 }
 
 /**
@@ -61,6 +76,7 @@ export class GroupCommitProducer {
   readonly #opts: GroupCommitProducerOptions;
   readonly #lanes: Lane[];
   #queue: Pending[] = [];
+  #queuedMessages = 0;
   #closed = false;
 
   constructor(opts: GroupCommitProducerOptions) {
@@ -72,11 +88,33 @@ export class GroupCommitProducer {
     await Promise.all(this.#lanes.map((lane) => this.#ensureProducer(lane)));
   }
 
-  /** Resolves once every message is durably committed; rejects with KafkaUnavailableError otherwise. */
+  /**
+   * Why a request would be refused now (see `maxQueueDelayMs`), or undefined.
+   * Cheap enough to ask before a request's body is even read.
+   */
+  overloaded(extraMessages = 0): string | undefined {
+    const oldest = this.#queue[0];
+    const { maxQueueDelayMs, maxQueuedMessages } = this.#opts;
+    if (oldest && maxQueueDelayMs !== undefined && performance.now() - oldest.queuedAt > maxQueueDelayMs) {
+      return `the oldest queued request has waited over ${maxQueueDelayMs} ms`;
+    }
+    if (maxQueuedMessages !== undefined && this.#queuedMessages + extraMessages > maxQueuedMessages) {
+      return `over ${maxQueuedMessages} messages are waiting`;
+    }
+    return undefined;
+  }
+
+  /**
+   * Resolves once every message is durably committed; rejects with
+   * KafkaUnavailableError otherwise, or at once with ProducerOverloadedError.
+   */
   send(topic: string, messages: Message[]): Promise<void> {
     if (this.#closed) return Promise.reject(new KafkaUnavailableError('producer is shutting down'));
+    const overloaded = this.overloaded(messages.length);
+    if (overloaded) return Promise.reject(new ProducerOverloadedError(overloaded));
+    this.#queuedMessages += messages.length;
     return new Promise<void>((resolve, reject) => {
-      this.#queue.push({ topic, messages, resolve, reject });
+      this.#queue.push({ topic, messages, queuedAt: performance.now(), resolve, reject });
       // One idle lane is enough to take it; the others join while it commits.
       const idle = this.#lanes.find((l) => !l.running);
       if (idle) idle.running = this.#drain(idle);
@@ -120,6 +158,7 @@ export class GroupCommitProducer {
       // A request is never split: the first one goes in whatever its size.
       if (group.length > 0 && (count + next.messages.length > maxMessages || bytes + size > maxBytes)) break;
       group.push(this.#queue.shift()!);
+      this.#queuedMessages -= next.messages.length;
       count += next.messages.length;
       bytes += size;
     }

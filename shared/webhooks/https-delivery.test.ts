@@ -327,6 +327,20 @@ describe('HttpsDeliveryClient against a local HTTPS server', () => {
     expect(server.connections()).toBe(1);
   });
 
+  it('leaves no handshake listener on a socket that queued requests take over', async () => {
+    const server = await startServer(ok200);
+    const c = client({ maxSocketsPerHost: 1 });
+    const url = `https://127.0.0.1:${server.port}/`;
+    // One socket, twelve requests at once: eleven wait and get it as the one before frees it.
+    const results = await Promise.all(Array.from({ length: 12 }, () => c.post(url, HEADERS, BODY)));
+    expect(results.every((r) => r.ok)).toBe(true);
+    expect(server.connections()).toBe(1);
+    const pooled = Object.values(c.agent.freeSockets).flat() as Socket[];
+    expect(pooled).toHaveLength(1);
+    expect(pooled[0]!.listenerCount('secureConnect')).toBe(0);
+    expect(pooled[0]!.listenerCount('connect')).toBe(0);
+  });
+
   it('close() destroys pooled sockets', async () => {
     const server = await startServer(ok200);
     const c = client();

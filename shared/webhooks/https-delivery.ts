@@ -306,15 +306,28 @@ export class HttpsDeliveryClient {
       req = built;
 
       built.on('socket', (socket: Socket) => {
-        if (built.reusedSocket) {
+        // NOTE: not `built.reusedSocket` alone: Node sets it only when a free
+        // socket is taken at once, not when a queued request gets a socket
+        // another request freed (maxSocketsPerHost reached). Such a socket is
+        // long past its handshake, its 'secureConnect' never comes, and a
+        // listener per request piled up on it while a timeout in the HTTP
+        // phase was classed as tls.
+        if (built.reusedSocket || handshaken.has(socket)) {
           phase = 'http';
-        } else if (socket.connecting) {
-          socket.once('connect', () => (phase = 'tls'));
-          socket.once('secureConnect', () => (phase = 'http'));
-        } else {
-          phase = 'tls';
-          socket.once('secureConnect', () => (phase = 'http'));
+          return;
         }
+        const onConnect = () => (phase = 'tls');
+        const onSecure = () => {
+          handshaken.add(socket);
+          phase = 'http';
+        };
+        if (socket.connecting) socket.once('connect', onConnect);
+        else phase = 'tls';
+        socket.once('secureConnect', onSecure);
+        built.once('close', () => {
+          socket.off('connect', onConnect);
+          socket.off('secureConnect', onSecure);
+        });
       });
       built.on('response', (res: IncomingMessage) => {
         const status = res.statusCode ?? 0;
@@ -355,6 +368,9 @@ export class HttpsDeliveryClient {
     res.on('close', () => clearTimeout(bound));
   }
 }
+
+/** Sockets whose TLS handshake this client saw complete. */
+const handshaken = new WeakSet<Socket>();
 
 function classifyError(code: string, phase: Phase): DeliveryErrorClass {
   if (TLS_VERIFY_CODES.has(code) || code.startsWith('ERR_TLS_') || code.startsWith('ERR_SSL_')) return 'tls';
