@@ -164,8 +164,14 @@ class Fanout {
   async dispatch(d: DeliveryRecord, deferrals = 0): Promise<void> {
     const entry = this.#lanes.enter(d.destination_id, deferrals, () => this.#attemptInSlot(d));
     switch (entry.kind) {
-      case 'run':
-        return entry.done;
+      case 'run': {
+        // The hand-off runs after the lane slot and the request slot are
+        // free: they bound requests to a destination, and a produce slowed by
+        // other destinations' records (a dead one's deferrals and retries)
+        // must not hold them and so slow this destination's next attempts.
+        const handOff = await entry.done;
+        return handOff();
+      }
       case 'defer':
         return this.#produce(this.#deliveries, [deferral(d, entry.deferrals, this.#now(), this.#deps.delaysMs)]);
       case 'backlogged':
@@ -177,26 +183,25 @@ class Fanout {
     }
   }
 
-  /** Attempt `d` once one of the request slots the tenants share in turn is free. */
-  async #attemptInSlot(d: DeliveryRecord): Promise<void> {
+  /** Attempts `d` once one of the request slots the tenants share in turn is free; returns its hand-off. */
+  async #attemptInSlot(d: DeliveryRecord): Promise<() => Promise<void>> {
     await this.#slots.acquire(d.tenant_id);
     try {
-      await this.#attempt(d);
+      return await this.#attempt(d);
     } finally {
       this.#slots.release();
     }
   }
 
-  /** One attempt of `d`, and the durable hand-off of what follows it. */
-  async #attempt(d: DeliveryRecord): Promise<void> {
+  /** One attempt of `d`; returns the durable hand-off of what follows it, for the caller to run. */
+  async #attempt(d: DeliveryRecord): Promise<() => Promise<void>> {
     const dest = this.#deps.store.destinations.get(d.destination_id);
     const plan = planAttempt(d, dest, dest ? this.#secretOf(dest) : '', this.#now());
     if (plan.kind === 'settled') {
-      await Promise.all([this.#recordSecurity(plan.security), this.#produce(this.#deliveries, plan.out)]);
-      return;
+      return async () => void (await Promise.all([this.#recordSecurity(plan.security), this.#produce(this.#deliveries, plan.out)]));
     }
     const result = await this.#deps.client.post(plan.url, plan.headers, plan.body);
-    await this.#settle(d, result, plan.startedAt, plan.host);
+    return () => this.#settle(d, result, plan.startedAt, plan.host);
   }
 
   #secretOf(dest: DestinationRecord): string {

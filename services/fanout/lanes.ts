@@ -39,7 +39,7 @@ export function admit(s: LaneState): Admission {
 }
 
 /** An admission as `Lanes.enter` carries it out: a delivery that runs comes with its completion. */
-export type Entry = Exclude<Admission, { kind: 'run' }> | { kind: 'run'; done: Promise<void> };
+export type Entry<R = void> = Exclude<Admission, { kind: 'run' }> | { kind: 'run'; done: Promise<R> };
 
 export interface LanesOptions {
   /** Attempts one destination may have running at once. */
@@ -65,7 +65,7 @@ export class Lanes {
    * enqueue happen in one synchronous step, so two deliveries offered in the
    * same tick cannot both take the lane's last queue place.
    */
-  enter(destinationId: string, deferrals: number, work: () => Promise<void>): Entry {
+  enter<R = void>(destinationId: string, deferrals: number, work: () => Promise<R>): Entry<R> {
     const lane = this.#laneOf(destinationId);
     const admission = admit({ active: lane.activeCount, pending: lane.pendingCount, concurrency: lane.concurrency, queueBound: this.#opts.queueBound, deferrals });
     if (admission.kind !== 'run') return admission;

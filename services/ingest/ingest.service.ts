@@ -17,6 +17,8 @@ export interface IngestDeps {
   metrics: Metrics;
   apiKeyAuth: (req: FastifyRequest, reply: FastifyReply) => Promise<void>;
   now?: () => number;
+  /** Intake requests read, validated or committed at once; more are answered 503 (default 256). */
+  maxInFlight?: number;
 }
 
 /**
@@ -27,7 +29,7 @@ export interface IngestDeps {
  */
 export function startIngest(deps: IngestDeps): { stop(): Promise<void> } {
   const writer = new PlayerEventsWriter({ registry: deps.registry, producer: deps.producer, topic: deps.topic, metrics: deps.metrics });
-  void deps.app.register(intakePlugin, { store: deps.store, writer, apiKeyAuth: deps.apiKeyAuth, now: deps.now ?? Date.now });
+  void deps.app.register(intakePlugin, { store: deps.store, writer, apiKeyAuth: deps.apiKeyAuth, now: deps.now ?? Date.now, maxInFlight: deps.maxInFlight ?? 256 });
   return {
     async stop() {
       writer.close();

@@ -20,6 +20,8 @@ export interface IntakePluginOptions {
   /** API-key auth (shared/http/api-key-auth.ts) for the conversion intake. */
   apiKeyAuth: (req: FastifyRequest, reply: FastifyReply) => Promise<void>;
   now: () => number;
+  /** Intake requests this process reads, validates or commits at once (INGEST_MAX_IN_FLIGHT_REQUESTS). */
+  maxInFlight: number;
 }
 
 /**
@@ -32,9 +34,21 @@ export interface IntakePluginOptions {
  */
 export async function intakePlugin(app: FastifyInstance, opts: IntakePluginOptions): Promise<void> {
   // Load shedding first, before the body is read or a key looked up: while
-  // the producer's queue is over its bounds every intake request is answered
-  // 503 (Retry-After: 1) at once, at the cost of an accept and a header parse.
-  app.addHook('onRequest', async () => opts.writer.refuseIfOverloaded());
+  // the producer's queue is over its bounds, or `maxInFlight` intake requests
+  // are already being read, validated or committed, a request is answered
+  // 503 (Retry-After: 1) at once, at the cost of an accept and a header
+  // parse. NOTE: the in-flight bound is what holds when the CPU, not Kafka,
+  // is the limit: requests then queue while being parsed and validated, the
+  // producer's queue stays short, and without a bound their latency grows
+  // with the number of clients until they time out.
+  let inFlight = 0;
+  app.addHook('onRequest', async (_req, reply) => {
+    opts.writer.refuseIfOverloaded();
+    if (inFlight >= opts.maxInFlight) throw opts.writer.overloaded(`${opts.maxInFlight} intake requests in flight`);
+    inFlight++;
+    // 'close' comes once whether the answer was sent or the client went away.
+    reply.raw.once('close', () => inFlight--);
+  });
   await app.register(playerIntake, opts);
   await app.register(conversionIntake, opts);
 }

@@ -41,10 +41,11 @@ export class PlayerEventsWriter {
    */
   refuseIfOverloaded(): void {
     const why = this.#opts.producer.overloaded();
-    if (why) throw this.#overloaded(why);
+    if (why) throw this.overloaded(why);
   }
 
-  #overloaded(why: string): ApiError {
+  /** The 503 of a request refused to shed load, counted as `overloaded`. */
+  overloaded(why: string): ApiError {
     this.#opts.metrics.ingestRejected.inc({ reason: 'overloaded' });
     return new ApiError('unavailable', `the intake is overloaded (${why}); nothing was accepted, retry shortly`, { headers: { 'Retry-After': '1' } });
   }
@@ -59,7 +60,7 @@ export class PlayerEventsWriter {
     try {
       await this.#opts.producer.send(this.#opts.topic, messages);
     } catch (err) {
-      if (err instanceof ProducerOverloadedError) throw this.#overloaded(err.message);
+      if (err instanceof ProducerOverloadedError) throw this.overloaded(err.message);
       if (err instanceof KafkaUnavailableError) {
         this.#opts.metrics.ingestRejected.inc({ reason: 'kafka_unavailable' });
         throw new ApiError('unavailable', 'the event log is unavailable; nothing was accepted, retry later', {

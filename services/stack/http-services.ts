@@ -24,7 +24,7 @@ const VERSION = '0.1.0';
 /** The settings the HTTP services read. */
 export type HttpConfig = Pick<
   Config,
-  'SERVICES' | 'COLLECT_MAX_BODY_BYTES' | 'TRUST_PROXY' | 'RATE_LIMIT_PER_MINUTE' | 'MAX_DESTINATIONS_PER_TENANT'
+  'SERVICES' | 'COLLECT_MAX_BODY_BYTES' | 'TRUST_PROXY' | 'RATE_LIMIT_PER_MINUTE' | 'MAX_DESTINATIONS_PER_TENANT' | 'INGEST_MAX_IN_FLIGHT_REQUESTS'
 >;
 
 /** The one Fastify app of a process, as the configuration sets it up; no routes of the services yet. */
@@ -69,7 +69,7 @@ export async function mountHttpServices(app: App, deps: HttpServicesDeps): Promi
   const mounted: Stoppable[] = [];
   if (services.has('ingest')) {
     const producer = required(deps.ingestProducer, 'ingestProducer', 'ingest');
-    mounted.push({ name: 'ingest', ...startIngest({ app, store, registry, producer, metrics, apiKeyAuth: auth, topic: deps.topics.playerEvents }) });
+    mounted.push({ name: 'ingest', ...startIngest({ app, store, registry, producer, metrics, apiKeyAuth: auth, topic: deps.topics.playerEvents, maxInFlight: deps.config.INGEST_MAX_IN_FLIGHT_REQUESTS }) });
   }
   if (services.has('api')) {
     const ch = required(deps.clickhouse, 'clickhouse', 'api');
