@@ -1,7 +1,8 @@
-import { randomUUID } from 'node:crypto';
 import type { Message } from 'kafkajs';
-import type { PlayerEventRecord } from '../schemas/records.ts';
+import type { PlayerEventRecord, VideoRecord } from '../schemas/records.ts';
 import type { SchemaRegistry } from '../schemas/registry.ts';
+import type { CollectEvent } from '../services/ingest/collect.schema.ts';
+import { collectRecords } from '../services/ingest/event-record.ts';
 
 /**
  * The synthetic player traffic every phase uses, so that the intake, the raw
@@ -74,32 +75,10 @@ export function collectBodies(videoIds: string[], count: number, batch: number):
   return bodies;
 }
 
-/** The record the intake would put on the topic for `e` (mirrors collectRecords in services/ingest/event-record.ts). */
+/** The record the intake puts on the topic for `e`: its own collectRecords, with `e`'s video taken as the tenant's. */
 export function recordOf(e: PlayerEvent, tenantId: string, videoUuid: (vid: string) => string, received: number): PlayerEventRecord {
-  return {
-    event_id: randomUUID(),
-    tenant_id: tenantId,
-    video_id: videoUuid(e.video_id),
-    session_id: e.session_id,
-    visitor_id: e.visitor_id,
-    event_name: e.event_name,
-    timestamp: e.occurred_at ? Date.parse(e.occurred_at) : received,
-    received_at: received,
-    current_time: e.current_time,
-    duration: e.duration,
-    watched_percentage: e.watched_percentage,
-    play_ms: e.event_name === 'heartbeat' ? (e.play_ms ?? 0) : null,
-    focus_ms: e.event_name === 'heartbeat' ? (e.focus_ms ?? 0) : null,
-    seek_from: e.event_name === 'seek' ? (e.from ?? null) : null,
-    seek_to: e.event_name === 'seek' ? (e.to ?? null) : null,
-    utm_source: e.utm_source ?? null,
-    utm_campaign: null,
-    ctwa_clid: null,
-    external_lead_id: null,
-    source: 'player',
-    conversion_value: null,
-    conversion_currency: null,
-  };
+  const video = { id: videoUuid(e.video_id), tenant_id: tenantId } as VideoRecord;
+  return collectRecords([e as CollectEvent], { tenantId, received, videoById: () => video })[0]!;
 }
 
 /** Kafka messages exactly as the intake produces them: key tenant:session, Confluent-framed Avro value. */
