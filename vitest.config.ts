@@ -2,7 +2,7 @@ import { defineConfig } from 'vitest/config';
 
 /**
  * Files that run a three-node Kafka cluster and, for fault injection, the
- * services as separate processes besides (about 4 minutes together). They are
+ * services as separate processes besides (about 3 minutes together). They are
  * the `faults` project: it runs after the rest of the suite (groupOrder 1), one
  * file at a time, so their JVMs and kill -9s never share the two cores with
  * another file's brokers. `npm run test:faults` runs them alone.

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectProblem } from './helpers/contract.ts';
+import { metricSum } from './helpers/kafka-inspect.ts';
 import { TestStack, type TestTenant } from './helpers/stack.ts';
 
 /**
@@ -26,10 +27,7 @@ describe('intake load shedding', () => {
     await s?.stop();
   });
 
-  const rejected = async () => {
-    const text = await (await fetch(`${s.url}/metrics`)).text();
-    return Number(/^ingest_requests_rejected_total\{reason="overloaded"\} (\d+)/m.exec(text)?.[1] ?? 0);
-  };
+  const rejected = async () => metricSum(await (await fetch(`${s.url}/metrics`)).text(), 'ingest_requests_rejected_total', { reason: 'overloaded' });
 
   it('answers 503 with Retry-After: 1 over INGEST_MAX_IN_FLIGHT_REQUESTS, and accepts again once the one in flight is answered', async () => {
     const before = await rejected();

@@ -27,7 +27,8 @@ export function createKafka(opts: { brokers: string[]; clientId: string; log: Lo
       ({ level, log: entry }: LogEntry) => {
         const { message, ...rest } = entry;
         const fields = { namespace: entry.namespace, broker: rest.broker, error: rest.error };
-        if (message.startsWith('Failed to send messages')) {
+        const retriedProduce = message.startsWith('Failed to send messages');
+        if (retriedProduce) {
           opts.onProduceRetry?.(message.includes('another concurrent operation on the same transaction') ? 'concurrent_transactions' : 'other');
         }
         // NOTE: kafkajs logs every retriable error response (coordinator
@@ -39,7 +40,7 @@ export function createKafka(opts: { brokers: string[]; clientId: string; log: Lo
         // fanout_produce_retry, consumer_crashed). The warning that an
         // idempotent producer's retries are limited is by design: a producer
         // that keeps failing is replaced instead (coalescing-sender.ts).
-        if (message.startsWith('Response ') || message.startsWith('Failed to send messages') || message.startsWith('Limiting retries for the idempotent producer')) log.debug(fields, message);
+        if (retriedProduce || message.startsWith('Response ') || message.startsWith('Limiting retries for the idempotent producer')) log.debug(fields, message);
         else if (level <= logLevel.ERROR) log.error(fields, message);
         else if (level === logLevel.WARN) log.warn(fields, message);
         else log.debug(fields, message);
