@@ -7,6 +7,7 @@ import { GroupCommitProducer } from '../shared/kafka/group-commit-producer.ts';
 import { topicNames } from '../shared/kafka/topics.ts';
 import { type BenchContext, setupTenant } from './context.ts';
 import { CpuMeter } from './cpu.ts';
+import { summarizeProfile, type CpuProfile, type ProfileSummary } from './cpu-profile.ts';
 import { HttpClient } from './http-client.ts';
 import { median, promSample, quantile } from './stats.ts';
 import { collectBodies, kafkaMessages, recordOf, type PlayerEvent } from './workload.ts';
@@ -52,6 +53,12 @@ export interface IntakeResult {
   eventsPerTx: Record<IntakeMode, number>;
   txMeanMs: Record<IntakeMode, number>;
   retriesPerSec: Record<IntakeMode, number>;
+  /**
+   * One more intake round, after the measured ones, with the V8 profiler on
+   * in the stack process (started over IPC after the warm-up, so start-up is
+   * not in it). Undefined with BENCH_INTAKE_PROFILE=0.
+   */
+  profile?: { events: number; seconds: number; eventsPerSec: number; cores: number; summary: ProfileSummary; file?: string };
 }
 
 /**
@@ -235,6 +242,20 @@ export async function benchIntake(
         );
       }
     }
+    let profile: IntakeResult['profile'];
+    if (process.env.BENCH_INTAKE_PROFILE !== '0') {
+      // BENCH_INTAKE_PROFILE_DIR=<dir> also keeps the profile as <dir>/intake-steady.cpuprofile.
+      const dir = process.env.BENCH_INTAKE_PROFILE_DIR;
+      const file = dir ? join(dir, 'intake-steady.cpuprofile') : undefined;
+      await worker.rpc({ op: 'profileStart' });
+      meter.start();
+      const res = await closedLoop(opts.roundMs, opts.concurrency, ops.intake);
+      const cores = meter.stop();
+      const cpu = await worker.rpc<CpuProfile>({ op: 'profileStop', path: file }, 300_000);
+      const events = res.requests * opts.batch;
+      profile = { events, seconds: res.seconds, eventsPerSec: events / res.seconds, cores: cores.service ?? Number.NaN, summary: summarizeProfile(cpu), file };
+      ctx.progress(`intake: profiled round, ${Math.round(profile.eventsPerSec)} events/s, ${(profile.summary.busyUs / 1e6).toFixed(1)} s busy`);
+    }
     ctx.progress(`intake: ${intakeAccepted} events accepted by POST /v1/collect in all (warm-up included)`);
     const per = <T>(f: (rs: RoundResult[]) => T) => Object.fromEntries(INTAKE_MODES.map((m) => [m, f(rounds[m])])) as Record<IntakeMode, T>;
     return {
@@ -254,6 +275,7 @@ export async function benchIntake(
       eventsPerTx: per((rs) => median(rs.map((r) => (r.requests * opts.batch) / r.transactions))),
       txMeanMs: per((rs) => median(rs.map((r) => r.txMeanMs))),
       retriesPerSec: per((rs) => median(rs.map((r) => r.concurrentTxRetries / r.seconds))),
+      profile,
     };
   } finally {
     await groupCommit?.close().catch(() => undefined);

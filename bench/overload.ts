@@ -54,6 +54,9 @@ const progress = (msg: string) => process.stderr.write(`[overload +${((performan
 const out = (s = '') => process.stdout.write(`${s}\n`);
 const GiB = 2 ** 30;
 
+/** Upper bounds (s) of the service's http_request_duration_seconds buckets the report reads. */
+const SERVER_LES = ['0.1', '0.5', '1', '2.5', '5', '10', '+Inf'];
+
 type Outcome = '202' | '503' | '429' | 'other' | 'timeout' | 'error';
 const OUTCOMES: Outcome[] = ['202', '503', '429', 'other', 'timeout', 'error'];
 
@@ -179,6 +182,19 @@ async function main(): Promise<void> {
     const sustainCores = meter.stop();
     const sustainable = median(sustainRounds);
     const sustainStats = await stats(true);
+    // The service's own view of the same requests: Fastify's time from the
+    // request's start (before its first hook) to the answer, POST /v1/collect.
+    const metricsClient = new HttpClient(worker.ready.url, 2);
+    cleanups.push(async () => metricsClient.close());
+    const serverBuckets = async () => {
+      const lines = (await metricsClient.request('GET', '/metrics', { timeoutMs: 60_000 })).body.split('\n');
+      const bucket = (le: string) => {
+        const line = lines.find((l) => l.startsWith('http_request_duration_seconds_bucket{') && l.includes('method="POST"') && l.includes('route="/v1/collect"') && l.includes(`le="${le}"`));
+        return line ? Number(line.slice(line.lastIndexOf(' ') + 1)) : Number.NaN;
+      };
+      return Object.fromEntries(SERVER_LES.map((le) => [le, bucket(le)])) as Record<string, number>;
+    };
+    const serverBefore = await serverBuckets();
 
     // --- 2. overload -------------------------------------------------------------
     const target = PLAN.factor * sustainable;
@@ -241,6 +257,7 @@ async function main(): Promise<void> {
     await closedLoop(PLAN.recoveryMaxMs, 'r', () => recovered);
     await watcher;
     await Promise.all([...pending]);
+    const serverAfter = await serverBuckets();
     const ovStats = await ovStatsP;
     const recStats = await stats(false);
 
@@ -317,6 +334,20 @@ async function main(): Promise<void> {
       ]),
     );
     out();
+    {
+      // Client and service views of the same requests (the service's includes the recovery phase's few).
+      const n = serverAfter['+Inf']! - serverBefore['+Inf']!;
+      const clientAll = OUTCOMES.flatMap((o) => byOutcome.get(o)!);
+      const shareOver = (xs: number[], s: number) => `${((xs.filter((ms) => ms > s * 1000).length / Math.max(1, xs.length)) * 100).toFixed(1)}%`;
+      out(`where the time goes: share of requests slower than each bound, as the client saw them (send → answer) and as the service did (Fastify: request start → answer, POST /v1/collect, ${fmtInt(n)} requests in overload and recovery)`);
+      out(
+        table([
+          ['slower than', 'client', 'service'],
+          ...SERVER_LES.slice(0, -1).map((le) => [`${le} s`, shareOver(clientAll, Number(le)), `${(((n - (serverAfter[le]! - serverBefore[le]!)) / Math.max(1, n)) * 100).toFixed(1)}%`]),
+        ]),
+      );
+      out();
+    }
     out('5-s windows of 202-answered events/s (by answer time), from the overload start:');
     const s0 = Math.floor((ovStart - T0) / 1000);
     const sEnd = Math.floor((performance.now() - T0) / 1000);

@@ -26,6 +26,7 @@ import { fmtCores } from './cpu.ts';
 import { benchFreshness, type FreshnessResult } from './freshness.ts';
 import { benchBrokers, runBench, startBenchRun } from './harness.ts';
 import { HttpClient } from './http-client.ts';
+import { formatProfileSummary } from './cpu-profile.ts';
 import { benchIntake, INTAKE_MODES, MODE_LABEL, type IntakeResult } from './intake.ts';
 import { benchProjector, type ProjectorResult } from './projector.ts';
 import { benchReadLatency, READ_KINDS, READ_LABEL, type ReadKind, type ReadLatencyResult } from './read-latency.ts';
@@ -309,6 +310,13 @@ function reportIntake(intake: IntakeResult): void {
   out(`intake / raw producer        ${fmtRatio(intake.median.intake / intake.median.raw)}`);
   out(`intake / raw tx producer     ${fmtRatio(intake.median.intake / intake.median.rawTx)}`);
   out(`intake / group commit direct ${fmtRatio(intake.median.intake / intake.median.groupCommit)}  (the cost of HTTP + JSON + validation + Avro)`);
+  if (intake.profile) {
+    const p = intake.profile;
+    out();
+    out(`Where the intake's CPU goes: one more ${fmtInt(p.seconds)}-s round of POST /v1/collect with the V8 profiler on in the service process (started after the warm-up, so start-up is left out; the profiler costs some throughput: ${fmtInt(p.eventsPerSec)} events/s, ${fmtCores({ service: p.cores })})${p.file ? `; profile kept as ${p.file}` : ''}`);
+    out(`${(p.summary.sampledUs / 1e6).toFixed(1)} s sampled, ${(p.summary.busyUs / 1e6).toFixed(1)} s busy, ${fmtInt(p.events)} events accepted`);
+    for (const line of formatProfileSummary(p.summary, p.events)) out(line);
+  }
   const errors = INTAKE_MODES.map((m) => `${m} ${intake.rounds[m].reduce((n, r) => n + r.errors, 0)}`).join(', ');
   out(`errors                       ${errors}`);
   out();

@@ -6,7 +6,8 @@
  * to the same directory coexist in one process (but binds one directory per
  * process, which is why the parent cannot open it).
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
 import { join, resolve } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { createClickHouse, type ClickHouseClient } from '../shared/clickhouse/clickhouse.ts';
@@ -63,6 +64,7 @@ async function main(): Promise<void> {
       .catch((err: unknown) => reply({ ok: false, error: err instanceof Error ? err.message : String(err) }));
   });
 
+  let profiler: Session | undefined;
   async function handle(req: WorkerRequest): Promise<unknown> {
     switch (req.op) {
       case 'query': {
@@ -96,6 +98,25 @@ async function main(): Promise<void> {
         };
         if (req.reset) eld.reset();
         return r;
+      }
+      case 'profileStart': {
+        // NOTE: a profiler started here, not --cpu-prof, leaves start-up
+        // (module loading, TypeScript stripping, chdb) out of the profile.
+        if (profiler) throw new Error('a CPU profile is already being taken');
+        profiler = new Session();
+        profiler.connect();
+        await profiler.post('Profiler.enable');
+        await profiler.post('Profiler.setSamplingInterval', { interval: 500 });
+        await profiler.post('Profiler.start');
+        return { started: true };
+      }
+      case 'profileStop': {
+        if (!profiler) throw new Error('no CPU profile is being taken');
+        const { profile } = await profiler.post('Profiler.stop');
+        profiler.disconnect();
+        profiler = undefined;
+        if (req.path) writeFileSync(req.path, JSON.stringify(profile));
+        return profile;
       }
       case 'stop':
         await stop();

@@ -7,6 +7,10 @@ export type WorkerRequest = { id: number } & (
   | { op: 'awaitWatch' }
   | { op: 'rawInsert'; batchSize: number; rounds: number }
   | { op: 'stats'; reset?: boolean }
+  /** Starts the V8 CPU profiler in the stack process (node:inspector), e.g. after a warm-up. */
+  | { op: 'profileStart' }
+  /** Stops it; returns the profile (a .cpuprofile object) and writes it to `path` when given. */
+  | { op: 'profileStop'; path?: string }
   | { op: 'stop' }
 );
 

@@ -2,6 +2,9 @@ import type { PlayerEventRecord } from '../../schemas/records.ts';
 import { chTime } from '../../shared/clickhouse/clickhouse.ts';
 
 /** The ClickHouse `events` row of a player event (pure). */
+/** An `events` row as the projector inserts it (JSONEachRow). */
+export type EventRow = ReturnType<typeof eventRow>;
+
 export function eventRow(e: PlayerEventRecord) {
   return {
     tenant_id: e.tenant_id,

@@ -10,7 +10,7 @@ import type { Topics } from '../../shared/kafka/topics.ts';
 import type { Logger } from '../../shared/logger.ts';
 import type { Metrics } from '../../shared/metrics.ts';
 import { dedupeRetriedEvents } from './event-dedupe.ts';
-import { eventRow } from './event-rows.ts';
+import { eventRow, type EventRow } from './event-rows.ts';
 
 export interface ProjectorDeps {
   kafka: Kafka;
@@ -52,14 +52,20 @@ export async function startProjector(deps: ProjectorDeps) {
   /** The values of a batch (a tombstone has no place on these topics and is dead-lettered by the decoder). */
   const values = <T>(items: BatchItem<T>[]): T[] => items.flatMap((i) => (i.record.kind === 'value' ? [i.record.value] : []));
 
-  const events = new BatchConsumer<PlayerEventRecord>({
+  const decodeEvent = recordDecoder(deps.registry, 'player-event', PlayerEventRecord);
+  const events = new BatchConsumer<EventRow>({
     ...common,
     groupId: PROJECTOR_GROUP,
     topics: [deps.topics.playerEvents],
-    decode: recordDecoder(deps.registry, 'player-event', PlayerEventRecord),
+    // The row is built as the record is decoded, on arrival: that overlaps
+    // the running insert instead of delaying the next one (BatchConsumer).
+    decode: (message) => {
+      const d = decodeEvent(message);
+      return d.kind === 'value' ? { kind: 'value', value: eventRow(d.value) } : d;
+    },
     maxMessages: deps.maxRows,
     handle: async (items) => {
-      const rows = await dedupeRetriedEvents(deps.clickhouse, values(items).map(eventRow), log);
+      const rows = await dedupeRetriedEvents(deps.clickhouse, values(items), log);
       if (rows.length > 0) await insert('events', rows);
       deps.metrics.batchSize.observe(rows.length);
     },

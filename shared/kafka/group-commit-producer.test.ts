@@ -64,3 +64,90 @@ describe('GroupCommitProducer load shedding', () => {
     await expect(p.send(topic, messages(1, 'after'))).resolves.toBeUndefined();
   });
 });
+
+/**
+ * A lane whose producer failed leaves its transaction open on the broker;
+ * read_committed readers of the partition see nothing written after it until
+ * the transaction ends. The lane's replacement, initialised under the same
+ * transactional id, ends it: that must happen without waiting for the lane's
+ * next request, or an idle lane stalls readers for the transaction timeout.
+ */
+describe('GroupCommitProducer after a failed transaction', () => {
+  const topic = `gcp-fence-${randomBytes(4).toString('hex')}`;
+  const log = createLogger({ level: 'silent', service: 'gcp-test' });
+  let kafka: Kafka;
+  let admin: Admin;
+  const cleanups: Array<() => Promise<unknown>> = [];
+
+  beforeAll(async () => {
+    kafka = new Kafka({ clientId: 'gcp-fence-test', brokers: inject('kafkaBrokers'), logLevel: logLevel.NOTHING });
+    admin = kafka.admin();
+    await admin.connect();
+    await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: 1, replicationFactor: 1 }] });
+  });
+  afterAll(async () => {
+    for (const c of cleanups.reverse()) await c().catch(() => undefined);
+    await admin?.disconnect();
+  });
+
+  /** read_committed end offset (the last stable offset) and high watermark. */
+  const offsets = async () => {
+    const [committed] = await admin.fetchTopicOffsets(topic);
+    return Number(committed!.high);
+  };
+
+  it('ends the open transaction of a fenced lane at once, without waiting for the lane to be used again', async () => {
+    const prefix = `gcp-fence-${randomBytes(4).toString('hex')}`;
+    const p = new GroupCommitProducer({ kafka, log, lingerMs: 0, timeoutMs: 10_000, parallelTransactions: 1, transactionalIdPrefix: prefix });
+    cleanups.push(() => p.close());
+    await p.connect();
+    await p.send(topic, [{ key: 'warm', value: 'warm' }]);
+
+    // Another producer takes the lane's transactional id (as a lane's own
+    // failed attempt would have left it) and leaves a transaction open for
+    // far longer than this test waits.
+    const other = kafka.producer({ transactionalId: `${prefix}-0`, idempotent: true, maxInFlightRequests: 1, transactionTimeout: 300_000 });
+    await other.connect();
+    cleanups.push(() => other.disconnect());
+    const open = await other.transaction();
+    await open.send({ topic, messages: [{ key: 'open', value: 'open' }] });
+    const stuckAt = await offsets();
+
+    // The lane's producer is fenced now: its next transaction fails.
+    await expect(p.send(topic, [{ key: 'fenced', value: 'fenced' }])).rejects.toThrow(/did not acknowledge/);
+
+    // A record written after the open transaction becomes readable once that
+    // transaction has ended. Nothing more is sent through the lane.
+    const plain = kafka.producer();
+    await plain.connect();
+    cleanups.push(() => plain.disconnect());
+    await plain.send({ topic, acks: -1, messages: [{ key: 'after', value: 'after' }] });
+    await expect.poll(offsets, { timeout: 30_000, interval: 250 }).toBeGreaterThan(stuckAt + 1);
+    // And the lane works again, under its id.
+    await expect(p.send(topic, [{ key: 'again', value: 'again' }])).resolves.toBeUndefined();
+  }, 60_000);
+
+  it('commits an empty transaction over every partition the lane has written to when it replaces a failed producer', async () => {
+    const wide = `gcp-heal-${randomBytes(4).toString('hex')}`;
+    await admin.createTopics({ waitForLeaders: true, topics: [{ topic: wide, numPartitions: 3, replicationFactor: 1 }] });
+    const ends = async () => (await admin.fetchTopicOffsets(wide)).sort((a, b) => a.partition - b.partition).map((o) => Number(o.high));
+    const prefix = `gcp-heal-${randomBytes(4).toString('hex')}`;
+    const p = new GroupCommitProducer({ kafka, log, lingerMs: 0, timeoutMs: 10_000, parallelTransactions: 1, transactionalIdPrefix: prefix });
+    cleanups.push(() => p.close());
+    await p.connect();
+    // Enough keys to land on all three partitions.
+    await p.send(wide, Array.from({ length: 30 }, (_, i) => ({ key: `k${i}`, value: `v${i}` })));
+    await expect.poll(async () => (await ends()).every((n) => n > 1)).toBe(true);
+    const before = await ends();
+
+    // Fenced by another producer's initialisation (no transaction left open).
+    const other = kafka.producer({ transactionalId: `${prefix}-0`, idempotent: true, maxInFlightRequests: 1 });
+    await other.connect();
+    cleanups.push(() => other.disconnect());
+    await (await other.transaction()).abort();
+    await expect(p.send(wide, [{ key: 'fenced', value: 'fenced' }])).rejects.toThrow(/did not acknowledge/);
+
+    // The replacement's commit writes one marker on each of the three partitions, and nothing else.
+    await expect.poll(ends, { timeout: 30_000, interval: 250 }).toEqual(before.map((n) => n + 1));
+  }, 60_000);
+});

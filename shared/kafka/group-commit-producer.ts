@@ -20,9 +20,18 @@ interface Lane {
    * (a prepared commit completes, anything else aborts). A new id would leave
    * that transaction open until its timeout, and read_committed readers of
    * its partitions would wait that long (30 s) for every later record.
+   * The replacement is made as soon as the broker answers again, not when
+   * the lane next has work: a lane idle after a failure would otherwise
+   * leave its transaction open until the timeout.
    */
   transactionalId: string;
   producer: Producer | undefined;
+  /** The producer being connected and initialised, shared by every caller. */
+  connecting: Promise<Producer> | undefined;
+  /** Partitions the lane's transactions have written to, by topic (see `#connectLane`). */
+  written: Map<string, Set<number>>;
+  /** A background replacement is under way (see `#replaceInBackground`). */
+  replacing: boolean;
   running: Promise<void> | undefined;
 }
 
@@ -63,6 +72,10 @@ export interface GroupCommitProducerOptions {
    */
   maxQueueDelayMs?: number;
   maxQueuedMessages?: number;
+  /** Lane i uses transactional id `${prefix}-${i}` (default: a random prefix). */
+  transactionalIdPrefix?: string;
+  /** The broker aborts a transaction left open this long (default 30 s). */
+  transactionTimeoutMs?: number;
 }
 
 /**
@@ -81,7 +94,8 @@ export class GroupCommitProducer {
 
   constructor(opts: GroupCommitProducerOptions) {
     this.#opts = opts;
-    this.#lanes = Array.from({ length: opts.parallelTransactions ?? 2 }, () => ({ transactionalId: `ingest-${randomUUID()}`, producer: undefined, running: undefined }));
+    const prefix = opts.transactionalIdPrefix ?? `ingest-${randomUUID()}`;
+    this.#lanes = Array.from({ length: opts.parallelTransactions ?? 2 }, (_, i) => ({ transactionalId: `${prefix}-${i}`, producer: undefined, connecting: undefined, replacing: false, written: new Map(), running: undefined }));
   }
 
   async connect(): Promise<void> {
@@ -125,6 +139,7 @@ export class GroupCommitProducer {
   async close(): Promise<void> {
     this.#closed = true;
     await Promise.all(this.#lanes.map((l) => l.running));
+    await Promise.all(this.#lanes.map((l) => l.connecting?.catch(() => undefined)));
     await Promise.all(this.#lanes.map((l) => this.#reset(l)));
   }
 
@@ -168,8 +183,9 @@ export class GroupCommitProducer {
   async #commitGroup(group: Pending[], lane: Lane): Promise<void> {
     const started = performance.now();
     const count = group.reduce((n, p) => n + p.messages.length, 0);
+    const answered = { timedOut: false };
     try {
-      const attempt = this.#transact(group, lane);
+      const attempt = this.#transact(group, lane, answered);
       attempt.catch(() => undefined);
       // NOTE: past the timeout the outcome is unknown. The lane's producer is
       // replaced below and the uncommitted transaction is aborted by the
@@ -179,6 +195,7 @@ export class GroupCommitProducer {
       this.#opts.onCommit?.(count, performance.now() - started);
       for (const p of group) p.resolve();
     } catch (err) {
+      answered.timedOut = true;
       const cause = err instanceof Error ? err.message : String(err);
       this.#opts.log.warn({ err: { message: cause }, messages: count }, 'kafka_produce_failed');
       const failure = new KafkaUnavailableError(`Kafka did not acknowledge the events: ${cause}`);
@@ -187,8 +204,15 @@ export class GroupCommitProducer {
     }
   }
 
-  async #transact(group: Pending[], lane: Lane): Promise<void> {
+  /**
+   * `answered.timedOut` is set once the group was answered 503: an attempt
+   * still running then (waiting for a producer, or in kafkajs' retries) must
+   * not begin a transaction on the lane's replacement producer, where it
+   * would run beside the lane's next group on the same transactional state.
+   */
+  async #transact(group: Pending[], lane: Lane, answered: { timedOut: boolean }): Promise<void> {
     const producer = await this.#ensureProducer(lane);
+    if (answered.timedOut) throw new KafkaUnavailableError('answered already');
     const tx = await producer.transaction();
     try {
       const byTopic = new Map<string, Message[]>();
@@ -197,7 +221,14 @@ export class GroupCommitProducer {
         for (const m of p.messages) list.push(m);
         byTopic.set(p.topic, list);
       }
-      await tx.sendBatch({ acks: -1, topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages })) });
+      const written = await tx.sendBatch({ acks: -1, topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages })) });
+      for (const { topicName, partition } of written) {
+        const set = lane.written.get(topicName) ?? new Set<number>();
+        set.add(partition);
+        lane.written.set(topicName, set);
+      }
+      // Answered 503 meanwhile: abort rather than commit what the callers were told was not accepted.
+      if (answered.timedOut) throw new KafkaUnavailableError('answered already');
       await tx.commit();
     } catch (err) {
       await tx.abort().catch(() => undefined);
@@ -205,14 +236,21 @@ export class GroupCommitProducer {
     }
   }
 
-  async #ensureProducer(lane: Lane): Promise<Producer> {
-    if (lane.producer) return lane.producer;
+  #ensureProducer(lane: Lane): Promise<Producer> {
+    if (lane.producer) return Promise.resolve(lane.producer);
+    lane.connecting ??= this.#connectLane(lane).finally(() => {
+      lane.connecting = undefined;
+    });
+    return lane.connecting;
+  }
+
+  async #connectLane(lane: Lane): Promise<Producer> {
     const producer = this.#opts.kafka.producer({
       createPartitioner: Partitioners.DefaultPartitioner,
       transactionalId: lane.transactionalId,
       idempotent: true,
       maxInFlightRequests: 1,
-      transactionTimeout: 30000,
+      transactionTimeout: this.#opts.transactionTimeoutMs ?? 30000,
       // NOTE: right after a commit the coordinator is still writing its
       // markers, and the next transaction's first produce is refused with
       // CONCURRENT_TRANSACTIONS until it is done (a few ms). The Java client
@@ -220,16 +258,67 @@ export class GroupCommitProducer {
       // ~100 ms to most acknowledgements under steady load.
       retry: { retries: 5, initialRetryTime: 20, maxRetryTime: 1000 },
     });
-    await producer.connect();
+    try {
+      await producer.connect();
+      // kafkajs initialises the transactional id (InitProducerId, which
+      // fences a previous producer of the lane and ends its open
+      // transaction) only at the first transaction(). Begin and abort an
+      // empty one now: no request is sent for it beyond the initialisation.
+      const tx = await producer.transaction();
+      if (lane.written.size === 0) await tx.abort();
+      else {
+        // NOTE: a single broker killed right after acknowledging a commit
+        // has come back with the commit's partitions still holding the
+        // transaction open while its coordinator took it for finished: no
+        // timeout ends such a transaction, and read_committed readers of
+        // those partitions stop at it, acknowledged records included. A
+        // commit marker of the lane's producer id ends it, so the
+        // replacement commits an empty transaction over every partition the
+        // lane has written to (patches/kafkajs+2.2.4.patch adds
+        // addPartitions). On partitions without such a transaction this
+        // writes one marker each and changes nothing else.
+        await tx.addPartitions([...lane.written].map(([topic, partitions]) => ({ topic, partitions: [...partitions] })));
+        await tx.commit();
+      }
+    } catch (err) {
+      await producer.disconnect().catch(() => undefined);
+      throw err;
+    }
     lane.producer = producer;
     return producer;
   }
 
-  /** A producer whose transaction failed is replaced: its state is unknown. */
+  /**
+   * A producer whose transaction failed is replaced: its state is unknown.
+   * The replacement is connected in the background until the broker answers
+   * (see Lane.transactionalId), unless the producer is closing.
+   */
   async #reset(lane: Lane): Promise<void> {
     const old = lane.producer;
     lane.producer = undefined;
     await old?.disconnect().catch(() => undefined);
+    if (!this.#closed) this.#replaceInBackground(lane);
+  }
+
+  #replaceInBackground(lane: Lane): void {
+    if (lane.replacing) return;
+    lane.replacing = true;
+    void (async () => {
+      let delayMs = 250;
+      while (!this.#closed && !lane.producer) {
+        try {
+          await this.#ensureProducer(lane);
+          this.#opts.log.info({ lane: this.#lanes.indexOf(lane) }, 'kafka_producer_replaced');
+          return;
+        } catch (err) {
+          this.#opts.log.debug({ err: { message: err instanceof Error ? err.message : String(err) } }, 'kafka_producer_replace_retry');
+          await sleep(delayMs);
+          delayMs = Math.min(delayMs * 2, 5000);
+        }
+      }
+    })().finally(() => {
+      lane.replacing = false;
+    });
   }
 }
 

@@ -1,0 +1,81 @@
+/**
+ * Where a stack process's CPU time went, by stage of the intake: self time of
+ * each sampled frame of a V8 CPU profile, classed by its script URL and
+ * function name. Used by `bench/cpu-profile-summary.ts` (a profile file) and
+ * by the intake phase's profiled round (a profile taken over IPC).
+ */
+
+interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string };
+  children?: number[];
+}
+export interface CpuProfile {
+  nodes: ProfileNode[];
+  startTime: number;
+  endTime: number;
+  samples: number[];
+  timeDeltas: number[];
+}
+
+const STAGES: [string, (url: string, fn: string) => boolean][] = [
+  ['idle', (_u, f) => f === '(idle)'],
+  ['garbage collection', (_u, f) => f === '(garbage collector)'],
+  ['validate (zod, schema checks)', (u) => /node_modules\/zod|collect\.schema|fastify-type-provider-zod|schemas\/records/.test(u)],
+  ['encode (avsc, schema registry)', (u) => /node_modules\/avsc|schemas\/registry/.test(u)],
+  ['produce (kafkajs, group commit)', (u) => /node_modules\/kafkajs|group-commit-producer|shared\/kafka/.test(u)],
+  ['parse (JSON, fastify content parser)', (u, f) => /content-type-parser|secure-json-parse/.test(u) || f === 'parse'],
+  ['HTTP (node:http, fastify routing, reply)', (u) => /node:_http|node:http|node_modules\/(fastify|find-my-way|light-my-request|@fastify)|node:net|node:stream|node:internal\/streams|shared\/http/.test(u)],
+  ['intake handler', (u) => /services\/ingest/.test(u)],
+  ['metrics / logging', (u) => /prom-client|pino|shared\/metrics|shared\/logger/.test(u)],
+  ['projector / ClickHouse / api', (u) => /services\/(projector|api)|chdb|clickhouse/.test(u)],
+  ['(program) / native', (u, f) => f === '(program)' || u === ''],
+];
+
+export interface ProfileSummary {
+  sampledUs: number;
+  busyUs: number;
+  /** Stage → self time (µs), largest first; 'idle' included. */
+  stages: [string, number][];
+  /** Top self-time functions while busy: "name script" → µs. */
+  top: [string, number][];
+}
+
+export function summarizeProfile(p: CpuProfile, topN = 15): ProfileSummary {
+  const byId = new Map(p.nodes.map((n) => [n.id, n]));
+  const self = new Map<number, number>();
+  p.samples.forEach((id, i) => self.set(id, (self.get(id) ?? 0) + (p.timeDeltas[i] ?? 0)));
+  const stage = new Map<string, number>();
+  const topFns = new Map<string, number>();
+  let total = 0;
+  for (const [id, us] of self) {
+    const { url, functionName } = byId.get(id)!.callFrame;
+    const s = STAGES.find(([, m]) => m(url, functionName))?.[0] ?? 'other JS';
+    stage.set(s, (stage.get(s) ?? 0) + us);
+    total += us;
+    if (s !== 'idle') {
+      const key = `${functionName || '(anonymous)'} ${url.replace(/^.*node_modules\//, '').replace(/^file:\/\/.*?\/(services|shared|schemas|bench)\//, '$1/')}`;
+      topFns.set(key, (topFns.get(key) ?? 0) + us);
+    }
+  }
+  return {
+    sampledUs: total,
+    busyUs: total - (stage.get('idle') ?? 0),
+    stages: [...stage].sort((a, b) => b[1] - a[1]),
+    top: [...topFns].sort((a, b) => b[1] - a[1]).slice(0, topN),
+  };
+}
+
+/** The summary as text lines; with `events`, also µs of CPU per event. */
+export function formatProfileSummary(s: ProfileSummary, events?: number): string[] {
+  const lines: string[] = [];
+  const perEvent = (us: number) => (events ? `  ${(us / events).toFixed(2).padStart(7)} µs/event` : '');
+  for (const [name, us] of s.stages) {
+    if (name === 'idle') lines.push(`  ${name.padEnd(42)} ${(us / 1e6).toFixed(2).padStart(7)} s`);
+    else lines.push(`  ${name.padEnd(42)} ${(us / 1e6).toFixed(2).padStart(7)} s  ${((us / s.busyUs) * 100).toFixed(1).padStart(5)}% of busy${perEvent(us)}`);
+  }
+  lines.push(`  ${'busy, all stages'.padEnd(42)} ${(s.busyUs / 1e6).toFixed(2).padStart(7)} s  100.0% of busy${perEvent(s.busyUs)}`);
+  lines.push('top self-time functions (busy):');
+  for (const [k, us] of s.top) lines.push(`  ${((us / s.busyUs) * 100).toFixed(1).padStart(5)}%  ${k}`);
+  return lines;
+}
