@@ -1,6 +1,6 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
-import { Partitioners, type Message, type Producer } from 'kafkajs';
+import { type Message, type Producer } from 'kafkajs';
 import { SchemaRegistry } from '../schemas/registry.ts';
 import { parseVideoId } from '../shared/ids.ts';
 import { GroupCommitProducer } from '../shared/kafka/group-commit-producer.ts';
@@ -11,6 +11,7 @@ import { summarizeProfile, type CpuProfile, type ProfileSummary } from './cpu-pr
 import { HttpClient } from './http-client.ts';
 import { median, promSample, quantile } from './stats.ts';
 import { collectBodies, kafkaMessages, recordOf, type PlayerEvent } from './workload.ts';
+import { JavaCompatiblePartitioner } from '../shared/kafka/partitioner.ts';
 
 export const INTAKE_MODES = ['intake', 'passthrough', 'raw', 'rawTx', 'groupCommit'] as const;
 export type IntakeMode = (typeof INTAKE_MODES)[number];
@@ -141,13 +142,13 @@ export async function benchIntake(
     ptClient = new HttpClient(ptUrl, opts.concurrency + 4);
     const ptHttp = ptClient;
 
-    const raw = ctx.kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner });
+    const raw = ctx.kafka.producer({ createPartitioner: JavaCompatiblePartitioner });
     producers.push(raw);
     await raw.connect();
     const txs: Producer[] = [];
     for (let i = 0; i < opts.concurrency; i++) {
       const p = ctx.kafka.producer({
-        createPartitioner: Partitioners.DefaultPartitioner,
+        createPartitioner: JavaCompatiblePartitioner,
         transactionalId: `bench-${ctx.runId}-tx-${i}`,
         idempotent: true,
         maxInFlightRequests: 1,

@@ -10,7 +10,8 @@
  * IPC: sends { type: 'ready', url } once listening; exits on disconnect.
  */
 import Fastify from 'fastify';
-import { Kafka, logLevel, Partitioners } from 'kafkajs';
+import { Kafka, logLevel } from 'kafkajs';
+import { JavaCompatiblePartitioner } from '../shared/kafka/partitioner.ts';
 
 const brokers = (process.env.PT_BROKERS ?? '').split(',').filter(Boolean);
 const topic = process.env.PT_TOPIC ?? '';
@@ -18,7 +19,7 @@ const tenant = process.env.PT_TENANT ?? 'passthrough';
 
 async function main(): Promise<void> {
   const kafka = new Kafka({ brokers, clientId: 'bench-passthrough', logLevel: logLevel.ERROR });
-  const producer = kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner });
+  const producer = kafka.producer({ createPartitioner: JavaCompatiblePartitioner });
   await producer.connect();
   const app = Fastify({ logger: false, bodyLimit: Number(process.env.PT_BODY_LIMIT ?? 1_048_576) });
   app.post('/v1/collect', async (req, reply) => {

@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { Partitioners } from 'kafkajs';
 import { SchemaRegistry } from '../schemas/registry.ts';
 import { parseVideoId, toVideoId } from '../shared/ids.ts';
 import { ensureTopics, topicDefinitions, topicNames } from '../shared/kafka/topics.ts';
@@ -9,6 +8,7 @@ import { HttpClient } from './http-client.ts';
 import { median, promSample } from './stats.ts';
 import type { RawInsertResult, WatchResult } from './worker-protocol.ts';
 import { kafkaMessages, playerEvent, recordOf } from './workload.ts';
+import { JavaCompatiblePartitioner } from '../shared/kafka/partitioner.ts';
 
 export interface ProjectorRound {
   events: number;
@@ -73,7 +73,7 @@ export async function benchProjector(ctx: BenchContext, opts: { events: number; 
     const tenantId = randomUUID();
     const videoIds = Array.from({ length: 8 }, () => toVideoId(randomUUID()));
     const base = Date.now() - opts.events;
-    const producer = ctx.kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner });
+    const producer = ctx.kafka.producer({ createPartitioner: JavaCompatiblePartitioner });
     await producer.connect();
     const chunk = 500;
     let next = 0;

@@ -27,7 +27,6 @@ import { type ChildProcess, fork } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import os from 'node:os';
 import { join } from 'node:path';
-import { Partitioners } from 'kafkajs';
 import { KAFKA_VERSION } from '../infra/kafka/local-broker.ts';
 import { ConfigSchema, loadConfig } from '../shared/config.ts';
 import { createKafka } from '../shared/kafka/kafka.ts';
@@ -41,6 +40,7 @@ import { HttpClient } from './http-client.ts';
 import { fmtInt, fmtMs, fmtRatio, median, quantile, table } from './stats.ts';
 import type { RawRunRequest, RawRunResult } from './webhooks-raw.ts';
 import { StackWorker } from './worker-client.ts';
+import { JavaCompatiblePartitioner } from '../shared/kafka/partitioner.ts';
 
 const QUICK = process.env.BENCH_QUICK === '1';
 const PLAN = {
@@ -400,7 +400,7 @@ async function main(): Promise<void> {
     // --- produce probe: the fan-out's producer settings, one record per send ----
     const probeTopic = `${prefix}bench.produce-probe`;
     await kadmin.createTopics({ topics: [{ topic: probeTopic, numPartitions: settings.KAFKA_TOPIC_PARTITIONS, replicationFactor: -1 }], waitForLeaders: true });
-    const probeProducer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
+    const probeProducer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: JavaCompatiblePartitioner });
     await probeProducer.connect();
     cleanups.push(() => probeProducer.disconnect());
     /** `lane` concurrent callers, each awaiting one acks=-1 send of one record at a time, as the fan-out's attempts do. */

@@ -1,6 +1,6 @@
 import { mkdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { Partitioners, type Admin, type Kafka, type Producer } from 'kafkajs';
+import { type Admin, type Kafka, type Producer } from 'kafkajs';
 import { SchemaRegistry } from '../schemas/registry.ts';
 import { createClickHouse, migrate, type ClickHouseClient } from '../shared/clickhouse/clickhouse.ts';
 import type { Config, ServiceName } from '../shared/config.ts';
@@ -25,6 +25,7 @@ import { opsRoutes, probe, type Probe } from './stack/ops.routes.ts';
 import type { HealthSource, Problems } from './stack/readiness.ts';
 import { ShutdownSequence } from './stack/shutdown-sequence.ts';
 import { stackSecrets, type StackSecrets } from './stack/stack-secrets.ts';
+import { JavaCompatiblePartitioner } from '../shared/kafka/partitioner.ts';
 
 export interface Stack {
   url: string;
@@ -291,7 +292,7 @@ async function startIngestProducer(core: Core): Promise<GroupCommitProducer> {
 }
 
 async function startAdminProducer(core: Core): Promise<Producer> {
-  const producer = core.kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
+  const producer = core.kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: JavaCompatiblePartitioner });
   await producer.connect();
   core.shutdown.add('admin-producer', () => producer.disconnect());
   return producer;

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { Partitioners, type Admin, type Consumer, type Kafka, type KafkaMessage, type Producer } from 'kafkajs';
+import { type Admin, type Consumer, type Kafka, type KafkaMessage, type Producer } from 'kafkajs';
 import type { SchemaRegistry, Subject } from '../../schemas/registry.ts';
 import { ApiKeyRecord, ApiKeyUsageRecord, DestinationRecord, TenantRecord, VideoRecord } from '../../schemas/records.ts';
 import type { DeadLetterSink } from '../kafka/dead-letters.ts';
@@ -8,6 +8,7 @@ import { CONFIG_KINDS, type ConfigKind, type Topics } from '../kafka/topics.ts';
 import { retryStartup } from '../kafka/kafka.ts';
 import { withTimeout } from '../timeout.ts';
 import type { Logger } from '../logger.ts';
+import { JavaCompatiblePartitioner } from '../kafka/partitioner.ts';
 
 const SCHEMA_OF = { tenants: TenantRecord, apiKeys: ApiKeyRecord, videos: VideoRecord, apiKeyUsage: ApiKeyUsageRecord, destinations: DestinationRecord };
 
@@ -229,7 +230,7 @@ export class ConfigWriter {
   readonly #topics: Topics;
 
   constructor(opts: { kafka: Kafka; store: ConfigStore; registry: SchemaRegistry; topics: Topics }) {
-    this.#producer = opts.kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
+    this.#producer = opts.kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: JavaCompatiblePartitioner });
     this.#store = opts.store;
     this.#registry = opts.registry;
     this.#topics = opts.topics;

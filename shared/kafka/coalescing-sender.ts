@@ -1,5 +1,6 @@
-import { Partitioners, type Kafka, type Message, type Producer } from 'kafkajs';
+import { type Kafka, type Message, type Producer } from 'kafkajs';
 import type { Logger } from '../logger.ts';
+import { JavaCompatiblePartitioner } from './partitioner.ts';
 
 export type TopicMessages = { topic: string; messages: Message[] }[];
 
@@ -114,7 +115,7 @@ export class CoalescingSender {
 
   async #ensureProducer(): Promise<Producer> {
     if (this.#producer) return this.#producer;
-    const producer = this.#opts.kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
+    const producer = this.#opts.kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: JavaCompatiblePartitioner });
     await producer.connect();
     this.#producer = producer;
     return producer;

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { Partitioners, type Kafka, type Message, type Producer } from 'kafkajs';
+import { type Kafka, type Message, type Producer } from 'kafkajs';
 import type { Logger } from '../logger.ts';
 import { withTimeout } from '../timeout.ts';
+import { JavaCompatiblePartitioner } from './partitioner.ts';
 
 /** Kafka did not take the records; none of them will be seen by consumers. */
 export class KafkaUnavailableError extends Error {
@@ -246,7 +247,7 @@ export class GroupCommitProducer {
 
   async #connectLane(lane: Lane): Promise<Producer> {
     const producer = this.#opts.kafka.producer({
-      createPartitioner: Partitioners.DefaultPartitioner,
+      createPartitioner: JavaCompatiblePartitioner,
       transactionalId: lane.transactionalId,
       idempotent: true,
       maxInFlightRequests: 1,
