@@ -54,6 +54,9 @@ const progress = (msg: string) => process.stderr.write(`[overload +${((performan
 const out = (s = '') => process.stdout.write(`${s}\n`);
 const GiB = 2 ** 30;
 
+/** Intake settings an experiment may set in the environment; passed to the stack. */
+const OVERLOAD_KNOBS = ['INGEST_MAX_TX_EVENTS', 'INGEST_MAX_IN_FLIGHT_REQUESTS', 'INGEST_MAX_QUEUE_DELAY_MS', 'INGEST_LINGER_MS'] as const;
+
 /** Upper bounds (s) of the service's http_request_duration_seconds buckets the report reads. */
 const SERVER_LES = ['0.1', '0.5', '1', '2.5', '5', '10', '+Inf'];
 
@@ -88,6 +91,7 @@ async function main(): Promise<void> {
         `overload ${PLAN.factor}× that, open loop, ${PLAN.overloadSec} s (BENCH_OVERLOAD_SEC), at most ${PLAN.maxInFlight} requests unanswered, client timeout ${PLAN.requestTimeoutMs / 1000} s`,
     );
     out(`stack       SERVICES=ingest,projector,api,admin in a child process; INGEST_PRODUCE_TIMEOUT_MS ${settings.INGEST_PRODUCE_TIMEOUT_MS} (default); RATE_LIMIT_PER_MINUTE 100000000 (set by the bench, as in npm run bench)`);
+    out(`intake      ${OVERLOAD_KNOBS.map((k) => `${k} ${process.env[k] ?? `${settings[k]} (default)`}`).join(', ')}`);
     out();
 
     const { brokers, brokerPid } = await benchBrokers({ tmp, cleanups }, external, settings.KAFKA_TOPIC_PARTITIONS, progress);
@@ -107,6 +111,8 @@ async function main(): Promise<void> {
       RATE_LIMIT_PER_MINUTE: '100000000',
       LOG_LEVEL: 'warn',
     });
+    // Intake settings passed through for experiments (printed in the header).
+    for (const k of OVERLOAD_KNOBS) if (process.env[k]) env[k] = process.env[k]!;
     progress('starting the stack');
     const worker = await StackWorker.start({ env, logDir: tmp, name: 'overload-stack' });
     cleanups.push(() => worker.stop());

@@ -74,7 +74,7 @@ const loads: Record<string, number> = {};
 const loadNote = (phase: string) => `(1-min load average at the start of this phase: ${loads[phase]?.toFixed(2) ?? 'n/a'} on ${os.cpus().length} CPUs)`;
 
 /** Settings the operator may tune for an experiment; every isolation setting is the bench's own. */
-const TUNABLE = ['INGEST_LINGER_MS', 'INGEST_PRODUCE_TIMEOUT_MS', 'PROJECTOR_FLUSH_MS', 'PROJECTOR_MAX_ROWS', 'KAFKA_TOPIC_PARTITIONS'];
+const TUNABLE = ['INGEST_LINGER_MS', 'INGEST_MAX_TX_EVENTS', 'INGEST_PRODUCE_TIMEOUT_MS', 'PROJECTOR_FLUSH_MS', 'PROJECTOR_MAX_ROWS', 'KAFKA_TOPIC_PARTITIONS'];
 
 async function main(): Promise<void> {
   const { tmp, runId, cleanups, cleanup } = startBenchRun({ tmpPrefix: 'va-bench-', maxRunMs: PLAN.maxRunMs, progress });
@@ -97,7 +97,7 @@ async function main(): Promise<void> {
     if (ONLY_INTAKE) out('phases      BENCH_PHASES=intake: the intake phase only');
     if (ONLY_READS) out(`phases      BENCH_PHASES=reads: the read-latency phase only, over ${fmtInt(PLAN.stored)} stored events`);
     out(
-      `settings    partitions ${settings.KAFKA_TOPIC_PARTITIONS}, INGEST_LINGER_MS ${settings.INGEST_LINGER_MS}, PROJECTOR_FLUSH_MS ${settings.PROJECTOR_FLUSH_MS}, PROJECTOR_MAX_ROWS ${settings.PROJECTOR_MAX_ROWS}${Object.keys(tuned).length ? ' (from the environment)' : ' (defaults)'}`,
+      `settings    partitions ${settings.KAFKA_TOPIC_PARTITIONS}, INGEST_LINGER_MS ${settings.INGEST_LINGER_MS}, INGEST_MAX_TX_EVENTS ${settings.INGEST_MAX_TX_EVENTS}, PROJECTOR_FLUSH_MS ${settings.PROJECTOR_FLUSH_MS}, PROJECTOR_MAX_ROWS ${settings.PROJECTOR_MAX_ROWS}${Object.keys(tuned).length ? ' (from the environment)' : ' (defaults)'}`,
     );
     out(`load        ${PLAN.concurrency} concurrent keep-alive HTTP clients (node:http), batches of ${PLAN.batch} events; generator in this process, stack in a child process`);
     out();

@@ -284,6 +284,7 @@ async function startIngestProducer(core: Core): Promise<GroupCommitProducer> {
     timeoutMs: config.INGEST_PRODUCE_TIMEOUT_MS,
     maxQueueDelayMs: config.INGEST_MAX_QUEUE_DELAY_MS,
     maxQueuedMessages: config.INGEST_MAX_QUEUED_EVENTS,
+    maxMessages: config.INGEST_MAX_TX_EVENTS,
     onCommit: (_n, ms) => metrics.produceDuration.observe(ms / 1000),
   });
   await producer.connect();
