@@ -4,6 +4,7 @@ import { type Message, type Producer } from 'kafkajs';
 import { SchemaRegistry } from '../schemas/registry.ts';
 import { parseVideoId } from '../shared/ids.ts';
 import { GroupCommitProducer } from '../shared/kafka/group-commit-producer.ts';
+import { JavaCompatiblePartitioner } from '../shared/kafka/partitioner.ts';
 import { topicNames } from '../shared/kafka/topics.ts';
 import { type BenchContext, setupTenant } from './context.ts';
 import { CpuMeter } from './cpu.ts';
@@ -11,7 +12,6 @@ import { summarizeProfile, type CpuProfile, type ProfileSummary } from './cpu-pr
 import { HttpClient } from './http-client.ts';
 import { median, promSample, quantile } from './stats.ts';
 import { collectBodies, kafkaMessages, recordOf, type PlayerEvent } from './workload.ts';
-import { JavaCompatiblePartitioner } from '../shared/kafka/partitioner.ts';
 
 export const INTAKE_MODES = ['intake', 'passthrough', 'raw', 'rawTx', 'groupCommit'] as const;
 export type IntakeMode = (typeof INTAKE_MODES)[number];

@@ -1,10 +1,10 @@
 import type { PlayerEventRecord } from '../../schemas/records.ts';
 import { chTime } from '../../shared/clickhouse/clickhouse.ts';
 
-/** The ClickHouse `events` row of a player event (pure). */
 /** An `events` row as the projector inserts it (JSONEachRow). */
 export type EventRow = ReturnType<typeof eventRow>;
 
+/** The ClickHouse `events` row of a player event (pure). */
 export function eventRow(e: PlayerEventRecord) {
   return {
     tenant_id: e.tenant_id,

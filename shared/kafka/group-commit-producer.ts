@@ -75,8 +75,6 @@ export interface GroupCommitProducerOptions {
   maxQueuedMessages?: number;
   /** Lane i uses transactional id `${prefix}-${i}` (default: a random prefix). */
   transactionalIdPrefix?: string;
-  /** The broker aborts a transaction left open this long (default 30 s). */
-  transactionTimeoutMs?: number;
 }
 
 /**
@@ -189,9 +187,9 @@ export class GroupCommitProducer {
       const attempt = this.#transact(group, lane, answered);
       attempt.catch(() => undefined);
       // NOTE: past the timeout the outcome is unknown. The lane's producer is
-      // replaced below and the uncommitted transaction is aborted by the
-      // broker at its transaction timeout, so a 503 means "not accepted"
-      // unless the commit was already on its way (docs/architecture.md).
+      // replaced below, and the replacement's initialisation aborts the
+      // uncommitted transaction, so a 503 means "not accepted" unless the
+      // commit was already on its way (docs/architecture.md).
       await withTimeout(attempt, this.#opts.timeoutMs, `no acknowledgement within ${this.#opts.timeoutMs} ms`);
       this.#opts.onCommit?.(count, performance.now() - started);
       for (const p of group) p.resolve();
@@ -251,7 +249,7 @@ export class GroupCommitProducer {
       transactionalId: lane.transactionalId,
       idempotent: true,
       maxInFlightRequests: 1,
-      transactionTimeout: this.#opts.transactionTimeoutMs ?? 30000,
+      transactionTimeout: 30000,
       // NOTE: right after a commit the coordinator is still writing its
       // markers, and the next transaction's first produce is refused with
       // CONCURRENT_TRANSACTIONS until it is done (a few ms). The Java client
@@ -263,21 +261,22 @@ export class GroupCommitProducer {
       await producer.connect();
       // kafkajs initialises the transactional id (InitProducerId, which
       // fences a previous producer of the lane and ends its open
-      // transaction) only at the first transaction(). Begin and abort an
-      // empty one now: no request is sent for it beyond the initialisation.
+      // transaction) only at the first transaction(), so one begins now.
+      // A new lane aborts it: nothing is sent beyond the initialisation.
       const tx = await producer.transaction();
       if (lane.written.size === 0) await tx.abort();
       else {
-        // NOTE: a single broker killed right after acknowledging a commit
-        // has come back with the commit's partitions still holding the
-        // transaction open while its coordinator took it for finished: no
-        // timeout ends such a transaction, and read_committed readers of
-        // those partitions stop at it, acknowledged records included. A
-        // commit marker of the lane's producer id ends it, so the
-        // replacement commits an empty transaction over every partition the
-        // lane has written to (patches/kafkajs+2.2.4.patch adds
-        // addPartitions). On partitions without such a transaction this
-        // writes one marker each and changes nothing else.
+        // NOTE: a replacement commits it instead. A single broker killed
+        // right after acknowledging a commit has come back with the commit's
+        // partitions still holding the transaction open while its
+        // coordinator took it for finished: no timeout ends such a
+        // transaction, and read_committed readers of those partitions stop
+        // at it, acknowledged records included. A commit marker of the
+        // lane's producer id ends it, so the replacement commits an empty
+        // transaction over every partition the lane has written to
+        // (patches/kafkajs+2.2.4.patch adds addPartitions). On partitions
+        // without such a transaction this writes one marker each and changes
+        // nothing else.
         await tx.addPartitions([...lane.written].map(([topic, partitions]) => ({ topic, partitions: [...partitions] })));
         await tx.commit();
       }
