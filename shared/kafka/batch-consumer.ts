@@ -161,13 +161,16 @@ export class BatchConsumer<T> extends GroupMember<T> {
     const started = performance.now();
     const items: BatchItem<T>[] = [];
     const letters: DeadLetter[] = [];
-    for (const f of fetched) {
-      if (f.marker) continue;
-      const o = f.outcome ?? this.outcome(f.topic, f.partition, f.message);
-      if (o.kind === 'poison') letters.push(o.letter);
-      else items.push({ topic: f.topic, partition: f.partition, message: f.message, record: o.record });
-    }
     try {
+      // A decoder failure that is not poison (left undecided on arrival) is
+      // thrown again here: a transient failure like the handler's, so the
+      // records are rewound and read again, never skipped.
+      for (const f of fetched) {
+        if (f.marker) continue;
+        const o = f.outcome ?? this.outcome(f.topic, f.partition, f.message);
+        if (o.kind === 'poison') letters.push(o.letter);
+        else items.push({ topic: f.topic, partition: f.partition, message: f.message, record: o.record });
+      }
       if (items.length > 0) await this.opts.handle(items);
       await this.opts.deadLetters.send(letters);
       this.#retryDelayMs = 0;
