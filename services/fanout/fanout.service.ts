@@ -17,7 +17,8 @@ import { Lanes } from './lanes.ts';
 
 /** The HTTPS client the fan-out posts through (shared/webhooks/https-delivery.ts). */
 export interface DeliveryClient {
-  post(url: string, headers: Record<string, string>, body: string): Promise<AttemptResult>;
+  /** `pool`: the destination id, so each destination keeps its own connections (see HttpsDeliveryClient.post). */
+  post(url: string, headers: Record<string, string>, body: string, pool?: string): Promise<AttemptResult>;
 }
 
 export interface FanoutDeps {
@@ -38,6 +39,8 @@ export interface FanoutDeps {
   deadLetters: DeadLetterSink;
   /** Work pending with no progress for this long makes a consumer unhealthy. */
   stallMs: number;
+  /** A queued delivery is attempted up to this long after it falls due, with the others due by then (WEBHOOK_DUE_BATCH_MS). */
+  dueBatchMs: number;
   /** Group session timeout of every consumer (KAFKA_SESSION_TIMEOUT_MS). */
   sessionTimeoutMs?: number;
   /** Consecutive failed produce requests after which a producer counts as unhealthy. */
@@ -112,6 +115,14 @@ function fanoutConsumers(deps: FanoutDeps, log: Logger, fanout: Fanout): (Tracke
       groupId: `${deps.groupPrefix}${group}`,
       topics: [topic],
       decode: decodeDelivery,
+      // NOTE: a tier is read in due order and waits at its first record not
+      // yet due; a dead destination's deferrals fill it with records due a
+      // few ms apart. Each wait ends with a fetch of up to
+      // maxBytesPerPartition, of which only the records due by then are
+      // handled: the slack makes one fetch take dueBatchMs of them, and the
+      // smaller fetch bounds what is fetched and dropped again.
+      dueSlackMs: deps.dueBatchMs,
+      consumer: { maxBytesPerPartition: 256 * 1024 },
       handle: (record, message) => {
         if (record.kind !== 'value') return { kind: 'work', done: Promise.resolve() };
         const d = record.value;
@@ -200,7 +211,7 @@ class Fanout {
     if (plan.kind === 'settled') {
       return async () => void (await Promise.all([this.#recordSecurity(plan.security), this.#produce(this.#deliveries, plan.out)]));
     }
-    const result = await this.#deps.client.post(plan.url, plan.headers, plan.body);
+    const result = await this.#deps.client.post(plan.url, plan.headers, plan.body, d.destination_id);
     return () => this.#settle(d, result, plan.startedAt, plan.host);
   }
 
