@@ -238,6 +238,7 @@ async function startFanoutService(core: Core, shared: Shared, secrets: SecretBox
     maxInFlight: config.FANOUT_MAX_IN_FLIGHT,
     perDestinationConcurrency: config.FANOUT_PER_DESTINATION_CONCURRENCY,
     perDestinationQueue: config.FANOUT_PER_DESTINATION_QUEUE,
+    dueBatchMs: config.WEBHOOK_DUE_BATCH_MS,
     deadLetters,
     stallMs: config.CONSUMER_STALL_TIMEOUT_MS,
     sessionTimeoutMs: config.KAFKA_SESSION_TIMEOUT_MS,

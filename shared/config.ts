@@ -102,6 +102,8 @@ export const ConfigSchema = z.object({
   FANOUT_MAX_IN_FLIGHT: intFrom(256, 1),
   FANOUT_PER_DESTINATION_CONCURRENCY: intFrom(8, 1),
   FANOUT_PER_DESTINATION_QUEUE: intFrom(1000, 1),
+  /** A queued delivery (retry tier, deferral) runs up to this long after its due time, with every other one due by then. */
+  WEBHOOK_DUE_BATCH_MS: intFrom(1000, 0),
   MAX_DESTINATIONS_PER_TENANT: intFrom(100, 1),
   CONSUMER_STALL_TIMEOUT_MS: intFrom(60000, 1000),
   KAFKA_SESSION_TIMEOUT_MS: intFrom(30000, 6000),

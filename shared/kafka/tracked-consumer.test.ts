@@ -123,3 +123,82 @@ describe('TrackedConsumer across a rebalance', () => {
     }
   });
 });
+
+/** Against the run's real broker: a partition of records due a few ms apart (a retry tier behind a dead destination). */
+describe('TrackedConsumer waiting for records not yet due', () => {
+  const id = randomBytes(4).toString('hex');
+  const topic = `due-${id}`;
+  const log = createLogger({ level: 'silent' });
+  let kafka: Kafka;
+  let admin: Admin;
+  let sender: CoalescingSender;
+
+  beforeAll(async () => {
+    kafka = new Kafka({ clientId: 'due-test', brokers: inject('kafkaBrokers'), logLevel: logLevel.NOTHING });
+    admin = kafka.admin();
+    await admin.connect();
+    await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: 1, replicationFactor: 1 }, { topic: `${topic}.dlq`, numPartitions: 1, replicationFactor: 1 }] });
+    sender = new CoalescingSender({ kafka, log, name: 'test' });
+    await sender.connect();
+  });
+  afterAll(async () => {
+    await sender?.close();
+    await admin?.disconnect();
+  });
+
+  it('with dueSlackMs, takes the records due within the slack in one fetch: a few waits, not one per record, and none handled early', async () => {
+    const count = 400;
+    const firstDue = Date.now() + 3000;
+    const producer = kafka.producer();
+    await producer.connect();
+    // 400 records due 5 ms apart: two seconds of a tier.
+    await producer.send({ topic, messages: Array.from({ length: count }, (_, i) => ({ value: String(firstDue + i * 5) })) });
+    await producer.disconnect();
+
+    let decodes = 0;
+    let waits = 0;
+    const handledLate: number[] = [];
+    const metrics = createMetrics();
+    const consumer = new TrackedConsumer<number>({
+      kafka,
+      log,
+      metrics,
+      groupId: `due-group-${id}`,
+      topics: [topic],
+      decode: (m): Decoded<number> => {
+        decodes++;
+        return { kind: 'value', value: Number(m.value!.toString()) };
+      },
+      deadLetters: new DeadLetterSink({ sender, topic: `${topic}.dlq`, metrics, log }),
+      stallMs: 60_000,
+      maxOutstanding: 1000,
+      dueSlackMs: 1000,
+      handle: (record) => {
+        const dueAt = (record as { value: number }).value;
+        const now = Date.now();
+        if (dueAt > now) {
+          waits++;
+          return { kind: 'wait', dueAt };
+        }
+        handledLate.push(now - dueAt);
+        return { kind: 'work', done: Promise.resolve() };
+      },
+    });
+    try {
+      await consumer.start();
+      await expect.poll(() => handledLate.length, { timeout: 30_000, interval: 100 }).toBe(count);
+    } finally {
+      await consumer.stop(2000);
+    }
+    // Never before its due time.
+    expect(Math.min(...handledLate)).toBeGreaterThanOrEqual(0);
+    // Each wait ends with a fetch. Every wait after the first (3 s ahead)
+    // ends 1000 ms after a record's due time, so each covers at least that
+    // much of the 2 s of records: at most 1 + 2 + 1 waits, however fast the
+    // fetches. (Without the slack each fetch round, about 100 ms here, ends
+    // in a wait: about 20.)
+    expect(waits).toBeLessThanOrEqual(4);
+    // A record is decoded once, and once more per wait it ended.
+    expect(decodes).toBe(count + waits);
+  }, 60_000);
+});

@@ -21,6 +21,14 @@ export interface TrackedConsumerOptions<T> extends GroupMemberOptions<T> {
    */
   handle: (record: Decoded<T>, message: KafkaMessage, partition: number) => Handling;
   onInFlight?: (n: number) => void;
+  /**
+   * A partition waiting for a record that is not yet due is fetched again
+   * this long after the record falls due (default 0), so that one fetch takes
+   * every record due in that window. Without it, records due a few ms apart
+   * each cost a fetch of the whole partition batch (up to
+   * maxBytesPerPartition) to handle one record.
+   */
+  dueSlackMs?: number;
 }
 
 /**
@@ -126,7 +134,7 @@ export class TrackedConsumer<T> extends GroupMember<T> {
         const timer = setTimeout(() => {
           this.#timers.delete(timer);
           resume();
-        }, Math.max(0, handling.dueAt - Date.now()));
+        }, Math.max(0, handling.dueAt - Date.now()) + (this.opts.dueSlackMs ?? 0));
         this.#timers.add(timer);
         this.progress();
         return;
