@@ -376,6 +376,7 @@ async function main(): Promise<void> {
     );
     out(`service event-loop delay during the overload (monitorEventLoopDelay in the stack process): p50 ${fmtMs(ovStats.eldP50)}, p99 ${fmtMs(ovStats.eldP99)} (target ≤ 100 ms: ${ovStats.eldP99 <= 100 ? 'MET' : 'MISSED'}), max ${fmtMs(ovStats.eldMax)}`);
     out(`service event-loop delay during the recovery: p99 ${fmtMs(recStats.eldP99)}, max ${fmtMs(recStats.eldMax)}`);
+    out(`service GC pauses during the overload: ${fmtInt(ovStats.gc.count)} (${fmtMs(ovStats.gc.totalMs)} in all, ${((ovStats.gc.totalMs / (PLAN.overloadSec * 1000)) * 100).toFixed(1)} % of the time), longest ${fmtMs(ovStats.gc.maxMs)}, ${ovStats.gc.over50} over 50 ms`);
     out();
     out('## Recovery');
     out(`closed loop (${PLAN.concurrency} clients) from the moment the overload stopped; 1-s windows of 202 events/s: ${recoveryWindows.map(fmtInt).join(', ')}`);

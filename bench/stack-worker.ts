@@ -9,7 +9,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { join, resolve } from 'node:path';
-import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 import { createClickHouse, type ClickHouseClient } from '../shared/clickhouse/clickhouse.ts';
 import { loadConfig } from '../shared/config.ts';
 import { createLogger } from '../shared/logger.ts';
@@ -24,6 +24,16 @@ const send = (msg: WorkerReady | WorkerResponse | { type: 'failed'; error: strin
 // Event-loop delay of the service's own loop, read by the bench through op 'stats'.
 const eld = monitorEventLoopDelay({ resolution: 10 });
 eld.enable();
+// Garbage-collection pauses since the last reset (what of the delay is GC), read with it.
+const gc = { count: 0, totalMs: 0, maxMs: 0, over50: 0 };
+new PerformanceObserver((list) => {
+  for (const e of list.getEntries()) {
+    gc.count++;
+    gc.totalMs += e.duration;
+    if (e.duration > gc.maxMs) gc.maxMs = e.duration;
+    if (e.duration > 50) gc.over50++;
+  }
+}).observe({ entryTypes: ['gc'] });
 
 async function main(): Promise<void> {
   const config = loadConfig(process.env);
@@ -95,8 +105,12 @@ async function main(): Promise<void> {
           eldMax: eld.max / ns,
           maxRss: process.resourceUsage().maxRSS * 1024,
           rss: process.memoryUsage.rss(),
+          gc: { ...gc },
         };
-        if (req.reset) eld.reset();
+        if (req.reset) {
+          eld.reset();
+          Object.assign(gc, { count: 0, totalMs: 0, maxMs: 0, over50: 0 });
+        }
         return r;
       }
       case 'profileStart': {

@@ -23,6 +23,8 @@ export interface ProcessStats {
   /** Peak resident set size of the process since it started, bytes. */
   maxRss: number;
   rss: number;
+  /** Garbage-collection pauses since the last reset (PerformanceObserver 'gc'): count, sum, longest, and how many took over 50 ms. */
+  gc: { count: number; totalMs: number; maxMs: number; over50: number };
 }
 
 export type WorkerOp = WorkerRequest['op'];
