@@ -23,6 +23,8 @@ describe('signed webhooks to a real HTTPS receiver', () => {
     rx = await startHttpsReceiver();
     s = await TestStack.start({
       WEBHOOK_RETRY_DELAYS_S: DELAYS_S.join(','),
+      // Tiers 1 s apart: the due batch (1 s by default) is kept below the gap between them.
+      WEBHOOK_DUE_BATCH_MS: '300',
       WEBHOOK_CA_FILE: rx.caFile,
       WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8',
     });
@@ -122,8 +124,9 @@ describe('signed webhooks to a real HTTPS receiver', () => {
     expect(ids.size).toBe(1);
     expect(new Set(got.map((r) => r.rawBody.toString())).size).toBe(1); // the body never changes
     // A retry is due its tier's delay after the failed attempt ended, never
-    // sooner; it comes later by the time to fetch and send it, which stays
-    // well under the second between tiers, so a wrong tier shows.
+    // sooner; it comes later by up to WEBHOOK_DUE_BATCH_MS (300 ms here) plus
+    // the time to fetch and send it, which stays well under the second
+    // between tiers, so a wrong tier shows.
     const gaps = [1, 2, 3].map((i) => got[i]!.receivedAt - got[i - 1]!.receivedAt);
     console.log(`retry gaps ${gaps.join(', ')} ms for tiers of ${DELAYS_S.join(', ')} s`);
     for (const [i, gap] of gaps.entries()) {
