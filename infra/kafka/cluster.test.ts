@@ -64,12 +64,24 @@ async function waitFor<T>(what: string, check: () => Promise<T | undefined>, tim
 type PartitionState = { partition: number; leader: number; replicas: number[]; isr: number[] };
 
 async function partitionsOf(topic: string): Promise<PartitionState[]> {
-  return withAdmin(async (admin) => {
-    const { topics } = await admin.fetchTopicMetadata({ topics: [topic] });
-    return (topics[0]?.partitions ?? [])
-      .map((p) => ({ partition: p.partitionId, leader: p.leader, replicas: [...p.replicas].sort(), isr: [...p.isr].sort() }))
-      .sort((a, b) => a.partition - b.partition);
-  });
+  // NOTE: a node learns of a new topic a moment after the controller created
+  // it, and until then answers UNKNOWN_TOPIC_OR_PARTITION ("This server does
+  // not host this topic-partition") to the metadata request kafkajs may send
+  // it: asked again, it knows.
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    try {
+      return await withAdmin(async (admin) => {
+        const { topics } = await admin.fetchTopicMetadata({ topics: [topic] });
+        return (topics[0]?.partitions ?? [])
+          .map((p) => ({ partition: p.partitionId, leader: p.leader, replicas: [...p.replicas].sort(), isr: [...p.isr].sort() }))
+          .sort((a, b) => a.partition - b.partition);
+      });
+    } catch (err) {
+      if ((err as { type?: unknown }).type !== 'UNKNOWN_TOPIC_OR_PARTITION' || Date.now() > deadline) throw err;
+      await sleep(250);
+    }
+  }
 }
 
 async function minIsrOf(topics: string[]): Promise<Record<string, string | undefined>> {

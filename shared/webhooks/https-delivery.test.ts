@@ -333,7 +333,8 @@ describe('HttpsDeliveryClient against a local HTTPS server', () => {
       if (req.url === '/dead') return; // held until the client gives up
       ok200(req, res);
     });
-    const c = client({ timeoutMs: 300 });
+    // A budget far above a handshake on a loaded machine: only /dead may time out.
+    const c = client({ timeoutMs: 1500 });
     const base = `https://127.0.0.1:${server.port}`;
     expect(await c.post(`${base}/ok`, HEADERS, BODY, 'dest-ok')).toMatchObject({ ok: true });
     await expect.poll(() => Object.values(c.agent.freeSockets).flat()).toHaveLength(1);
@@ -347,7 +348,7 @@ describe('HttpsDeliveryClient against a local HTTPS server', () => {
     expect(server.connections()).toBe(2);
 
     // Without pool keys the two share one pool: the dead post takes the warm socket and destroys it.
-    const shared = client({ timeoutMs: 300 });
+    const shared = client({ timeoutMs: 1500 });
     expect(await shared.post(`${base}/ok`, HEADERS, BODY)).toMatchObject({ ok: true });
     await expect.poll(() => Object.values(shared.agent.freeSockets).flat()).toHaveLength(1);
     expect(await shared.post(`${base}/dead`, HEADERS, BODY)).toMatchObject({ ok: false, errorClass: 'timeout' });
