@@ -1,39 +1,17 @@
-import { randomBytes } from 'node:crypto';
-import { Kafka, logLevel, type Admin } from 'kafkajs';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { createLogger } from '../logger.ts';
+import { describe, expect, it } from 'vitest';
+import { consumerFixture } from '../../test/helpers/consumer-fixture.ts';
 import { createMetrics } from '../metrics.ts';
 import { BatchConsumer } from './batch-consumer.ts';
-import { CoalescingSender } from './coalescing-sender.ts';
-import { DeadLetterSink } from './dead-letters.ts';
 import { PoisonRecordError, type Decoded } from './poison.ts';
 
 /** Against the run's real broker: a decoder that fails for a reason other than poison. */
 describe('BatchConsumer when decoding fails transiently', () => {
-  const id = randomBytes(4).toString('hex');
-  const topic = `batch-${id}`;
-  const dlq = `${topic}.dlq`;
-  const groupId = `batch-group-${id}`;
-  const log = createLogger({ level: 'silent' });
-  let kafka: Kafka;
-  let admin: Admin;
-  let sender: CoalescingSender;
-
-  beforeAll(async () => {
-    kafka = new Kafka({ clientId: 'batch-test', brokers: inject('kafkaBrokers'), logLevel: logLevel.NOTHING });
-    admin = kafka.admin();
-    await admin.connect();
-    await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: 2, replicationFactor: 1 }, { topic: dlq, numPartitions: 1, replicationFactor: 1 }] });
-    sender = new CoalescingSender({ kafka, log, name: 'test' });
-    await sender.connect();
-  });
-  afterAll(async () => {
-    await sender?.close();
-    await admin?.disconnect();
-  });
+  const fx = consumerFixture('batch', 2);
+  const { topic, dlq, log } = fx;
+  const groupId = `batch-group-${fx.id}`;
 
   it('retries the records (never skips them, never crashes) and still dead-letters real poison', async () => {
-    const producer = kafka.producer();
+    const producer = fx.kafka.producer();
     await producer.connect();
     const values = (partition: number) => Array.from({ length: 10 }, (_, i) => `p${partition}-${i}`);
     for (const partition of [0, 1]) {
@@ -59,13 +37,13 @@ describe('BatchConsumer when decoding fails transiently', () => {
     const onUnhandled = (err: unknown) => unhandled.push(err);
     process.on('unhandledRejection', onUnhandled);
     const consumer = new BatchConsumer<string>({
-      kafka,
+      kafka: fx.kafka,
       log,
       metrics,
       groupId,
       topics: [topic],
       decode,
-      deadLetters: new DeadLetterSink({ sender, topic: dlq, metrics, log }),
+      deadLetters: fx.deadLetters(metrics),
       stallMs: 60_000,
       flushMs: 20,
       maxMessages: 100,
@@ -84,7 +62,7 @@ describe('BatchConsumer when decoding fails transiently', () => {
       await expect
         .poll(
           async () => {
-            const [offsets] = await admin.fetchOffsets({ groupId, topics: [topic] });
+            const [offsets] = await fx.admin.fetchOffsets({ groupId, topics: [topic] });
             return offsets!.partitions.map((p) => [p.partition, p.offset]).sort();
           },
           { timeout: 15_000, interval: 200 },
@@ -106,7 +84,7 @@ describe('BatchConsumer when decoding fails transiently', () => {
   }, 90_000);
 
   async function readAll(t: string, count: number): Promise<string[]> {
-    const c = kafka.consumer({ groupId: `read-${id}-${t}` });
+    const c = fx.kafka.consumer({ groupId: `read-${fx.id}-${t}` });
     const out: string[] = [];
     await c.connect();
     await c.subscribe({ topic: t, fromBeginning: true });

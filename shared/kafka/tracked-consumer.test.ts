@@ -1,46 +1,25 @@
-import { randomBytes } from 'node:crypto';
-import { Kafka, logLevel, type Admin } from 'kafkajs';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { createLogger } from '../logger.ts';
+import { describe, expect, it } from 'vitest';
+import { consumerFixture } from '../../test/helpers/consumer-fixture.ts';
 import { createMetrics } from '../metrics.ts';
-import { CoalescingSender } from './coalescing-sender.ts';
-import { DeadLetterSink } from './dead-letters.ts';
 import type { Decoded } from './poison.ts';
 import { TrackedConsumer } from './tracked-consumer.ts';
 
 /** Against the run's real broker: two members of one group and a rebalance in the middle of slow work. */
 describe('TrackedConsumer across a rebalance', () => {
-  const id = randomBytes(4).toString('hex');
-  const topic = `tracked-${id}`;
-  const groupId = `tracked-group-${id}`;
-  const log = createLogger({ level: 'silent' });
-  let kafka: Kafka;
-  let admin: Admin;
-  let sender: CoalescingSender;
-
-  beforeAll(async () => {
-    kafka = new Kafka({ clientId: 'tracked-test', brokers: inject('kafkaBrokers'), logLevel: logLevel.NOTHING });
-    admin = kafka.admin();
-    await admin.connect();
-    await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: 2, replicationFactor: 1 }, { topic: `${topic}.dlq`, numPartitions: 1, replicationFactor: 1 }] });
-    sender = new CoalescingSender({ kafka, log, name: 'test' });
-    await sender.connect();
-  });
-  afterAll(async () => {
-    await sender?.close();
-    await admin?.disconnect();
-  });
+  const fx = consumerFixture('tracked', 2);
+  const { topic, log } = fx;
+  const groupId = `tracked-group-${fx.id}`;
 
   const member = (handle: (partition: number, offset: string) => Promise<void>) => {
     const metrics = createMetrics();
     return new TrackedConsumer<string>({
-      kafka,
+      kafka: fx.kafka,
       log,
       metrics,
       groupId,
       topics: [topic],
       decode: (m): Decoded<string> => ({ kind: 'value', value: m.value!.toString() }),
-      deadLetters: new DeadLetterSink({ sender, topic: `${topic}.dlq`, metrics, log }),
+      deadLetters: fx.deadLetters(metrics),
       stallMs: 60_000,
       maxOutstanding: 100,
       handle: (_record, message, partition) => ({ kind: 'work', done: handle(partition, message.offset) }),
@@ -48,7 +27,7 @@ describe('TrackedConsumer across a rebalance', () => {
   };
 
   it("never commits work of an earlier generation or of a partition it no longer owns: committed offsets only move forward", async () => {
-    const producer = kafka.producer();
+    const producer = fx.kafka.producer();
     await producer.connect();
     for (const partition of [0, 1]) {
       await producer.send({ topic, messages: Array.from({ length: 10 }, (_, i) => ({ partition, value: `p${partition}-${i}` })) });
@@ -71,7 +50,7 @@ describe('TrackedConsumer across a rebalance', () => {
 
     /** The group's committed offset of each partition (-1: none). */
     const committed = async (): Promise<Map<number, number>> => {
-      const [offsets] = await admin.fetchOffsets({ groupId, topics: [topic] });
+      const [offsets] = await fx.admin.fetchOffsets({ groupId, topics: [topic] });
       return new Map(offsets!.partitions.map((p) => [p.partition, Number(p.offset)]));
     };
     // Watch the group's committed offsets from here on.
@@ -115,7 +94,7 @@ describe('TrackedConsumer across a rebalance', () => {
     await watcher;
     await look();
 
-    const [final] = await admin.fetchOffsets({ groupId, topics: [topic] });
+    const [final] = await fx.admin.fetchOffsets({ groupId, topics: [topic] });
     expect(final!.partitions.map((p) => Number(p.offset)).sort()).toEqual([10, 10]);
     for (const p of [0, 1]) {
       const history = seen[p]!;
@@ -126,30 +105,13 @@ describe('TrackedConsumer across a rebalance', () => {
 
 /** Against the run's real broker: a partition of records due a few ms apart (a retry tier behind a dead destination). */
 describe('TrackedConsumer waiting for records not yet due', () => {
-  const id = randomBytes(4).toString('hex');
-  const topic = `due-${id}`;
-  const log = createLogger({ level: 'silent' });
-  let kafka: Kafka;
-  let admin: Admin;
-  let sender: CoalescingSender;
-
-  beforeAll(async () => {
-    kafka = new Kafka({ clientId: 'due-test', brokers: inject('kafkaBrokers'), logLevel: logLevel.NOTHING });
-    admin = kafka.admin();
-    await admin.connect();
-    await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: 1, replicationFactor: 1 }, { topic: `${topic}.dlq`, numPartitions: 1, replicationFactor: 1 }] });
-    sender = new CoalescingSender({ kafka, log, name: 'test' });
-    await sender.connect();
-  });
-  afterAll(async () => {
-    await sender?.close();
-    await admin?.disconnect();
-  });
+  const fx = consumerFixture('due', 1);
+  const { topic, log } = fx;
 
   it('with dueSlackMs, takes the records due within the slack in one fetch: a few waits, not one per record, and none handled early', async () => {
     const count = 400;
     const firstDue = Date.now() + 3000;
-    const producer = kafka.producer();
+    const producer = fx.kafka.producer();
     await producer.connect();
     // 400 records due 5 ms apart: two seconds of a tier.
     await producer.send({ topic, messages: Array.from({ length: count }, (_, i) => ({ value: String(firstDue + i * 5) })) });
@@ -160,16 +122,16 @@ describe('TrackedConsumer waiting for records not yet due', () => {
     const handledLate: number[] = [];
     const metrics = createMetrics();
     const consumer = new TrackedConsumer<number>({
-      kafka,
+      kafka: fx.kafka,
       log,
       metrics,
-      groupId: `due-group-${id}`,
+      groupId: `due-group-${fx.id}`,
       topics: [topic],
       decode: (m): Decoded<number> => {
         decodes++;
         return { kind: 'value', value: Number(m.value!.toString()) };
       },
-      deadLetters: new DeadLetterSink({ sender, topic: `${topic}.dlq`, metrics, log }),
+      deadLetters: fx.deadLetters(metrics),
       stallMs: 60_000,
       maxOutstanding: 1000,
       dueSlackMs: 1000,
