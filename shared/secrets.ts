@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createSecretKey, randomBytes, type KeyObject } from 'node:crypto';
 
 /**
  * AES-256-GCM for secrets at rest (webhook destination secrets). The
@@ -7,11 +7,16 @@ import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
  * Format: `v1.<iv>.<tag>.<ciphertext>`, each base64url.
  */
 export class SecretBox {
-  readonly #key: Buffer;
+  /**
+   * A KeyObject, not the Buffer: given a Buffer, every cipher Node 24 makes
+   * builds a key object of its own first (34 against 6 µs per open here),
+   * and the fan-out opens a destination's secret at every attempt.
+   */
+  readonly #key: KeyObject;
 
   constructor(key: Buffer) {
     if (key.length !== 32) throw new Error('SECRETS_KEY must be 32 bytes');
-    this.#key = key;
+    this.#key = createSecretKey(key);
   }
 
   /** Accepts 64 hex characters or base64/base64url of 32 bytes. */

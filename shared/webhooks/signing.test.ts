@@ -18,6 +18,15 @@ describe('signPayload', () => {
     expect(actual).toMatch(/^[0-9a-f]{64}$/);
   });
 
+  it('stays right for every secret past the keys it keeps (1024), an evicted one included', () => {
+    const reference = (secret: string) => createHmac('sha256', Buffer.from(secret, 'utf8')).update('7.body').digest('hex');
+    const secrets = Array.from({ length: 1100 }, (_, i) => `whsec_key${i}`);
+    for (const secret of secrets) expect(signPayload(secret, 7, 'body')).toBe(reference(secret));
+    // The first ones were dropped to make room; signed again, they are rebuilt.
+    for (const secret of secrets.slice(0, 5)) expect(signPayload(secret, 7, 'body')).toBe(reference(secret));
+    expect(signPayload('whsec_key1099', 7, 'body')).not.toBe(signPayload('whsec_key1098', 7, 'body'));
+  });
+
   it('does not strip the whsec_ prefix', () => {
     const withoutPrefix = createHmac('sha256', SECRET.slice('whsec_'.length)).update(`1.${BODY}`).digest('hex');
     expect(signPayload(SECRET, 1, BODY)).not.toBe(withoutPrefix);
