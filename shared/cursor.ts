@@ -1,4 +1,4 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac, createSecretKey, timingSafeEqual } from 'node:crypto';
 
 /**
  * Opaque, tamper-evident keyset cursors: `<prefix>_` + base64url(payload) +
@@ -18,8 +18,11 @@ export interface CursorCodec {
 }
 
 export function cursorCodec(prefix: string, secret: string): CursorCodec {
+  // One key object for the codec's life: given the secret itself, Node 24
+  // builds one per HMAC (see shared/webhooks/signing.ts).
+  const key = createSecretKey(Buffer.from(secret, 'utf8'));
   const mac = (body: string): Buffer =>
-    createHmac('sha256', secret).update(`${prefix}.${body}`).digest().subarray(0, MAC_BYTES);
+    createHmac('sha256', key).update(`${prefix}.${body}`).digest().subarray(0, MAC_BYTES);
   const head = `${prefix}_`;
   return {
     encode(payload) {
