@@ -30,6 +30,7 @@ import { fmtInt, fmtMs, fmtRatio, median, quantile, table } from './stats.ts';
 import { playerEvent } from './workload.ts';
 import type { ProcessStats } from './worker-protocol.ts';
 import { StackWorker } from './worker-client.ts';
+import { metricSum } from '../test/helpers/kafka-inspect.ts';
 
 const QUICK = process.env.BENCH_QUICK === '1';
 const PLAN = {
@@ -193,12 +194,8 @@ async function main(): Promise<void> {
     const metricsClient = new HttpClient(worker.ready.url, 2);
     cleanups.push(async () => metricsClient.close());
     const serverBuckets = async () => {
-      const lines = (await metricsClient.request('GET', '/metrics', { timeoutMs: 60_000 })).body.split('\n');
-      const bucket = (le: string) => {
-        const line = lines.find((l) => l.startsWith('http_request_duration_seconds_bucket{') && l.includes('method="POST"') && l.includes('route="/v1/collect"') && l.includes(`le="${le}"`));
-        return line ? Number(line.slice(line.lastIndexOf(' ') + 1)) : Number.NaN;
-      };
-      return Object.fromEntries(SERVER_LES.map((le) => [le, bucket(le)])) as Record<string, number>;
+      const text = (await metricsClient.request('GET', '/metrics', { timeoutMs: 60_000 })).body;
+      return Object.fromEntries(SERVER_LES.map((le) => [le, metricSum(text, 'http_request_duration_seconds_bucket', { method: 'POST', route: '/v1/collect', le })])) as Record<string, number>;
     };
     const serverBefore = await serverBuckets();
 

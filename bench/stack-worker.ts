@@ -25,7 +25,8 @@ const send = (msg: WorkerReady | WorkerResponse | { type: 'failed'; error: strin
 const eld = monitorEventLoopDelay({ resolution: 10 });
 eld.enable();
 // Garbage-collection pauses since the last reset (what of the delay is GC), read with it.
-const gc = { count: 0, totalMs: 0, maxMs: 0, over50: 0 };
+const noPauses = () => ({ count: 0, totalMs: 0, maxMs: 0, over50: 0 });
+const gc = noPauses();
 new PerformanceObserver((list) => {
   for (const e of list.getEntries()) {
     gc.count++;
@@ -109,7 +110,7 @@ async function main(): Promise<void> {
         };
         if (req.reset) {
           eld.reset();
-          Object.assign(gc, { count: 0, totalMs: 0, maxMs: 0, over50: 0 });
+          Object.assign(gc, noPauses());
         }
         return r;
       }
