@@ -327,36 +327,6 @@ describe('HttpsDeliveryClient against a local HTTPS server', () => {
     expect(server.connections()).toBe(1);
   });
 
-  it('keeps the connections of each pool key apart: a dead destination on the same host never takes or destroys a healthy one\'s warm socket', async () => {
-    // One host, two destinations: /ok answers at once, /dead never does.
-    const server = await startServer((req, res) => {
-      if (req.url === '/dead') return; // held until the client gives up
-      ok200(req, res);
-    });
-    // A budget far above a handshake on a loaded machine: only /dead may time out.
-    const c = client({ timeoutMs: 1500 });
-    const base = `https://127.0.0.1:${server.port}`;
-    expect(await c.post(`${base}/ok`, HEADERS, BODY, 'dest-ok')).toMatchObject({ ok: true });
-    await expect.poll(() => Object.values(c.agent.freeSockets).flat()).toHaveLength(1);
-    const warm = Object.values(c.agent.freeSockets).flat()[0] as Socket;
-    // The dead destination's post opens a connection of its own (the warm socket stays free) and destroys it on its timeout.
-    expect(await c.post(`${base}/dead`, HEADERS, BODY, 'dest-dead')).toMatchObject({ ok: false, errorClass: 'timeout' });
-    expect(server.connections()).toBe(2);
-    expect(warm.destroyed).toBe(false);
-    // The healthy destination's next post reuses its warm socket: no new handshake.
-    expect(await c.post(`${base}/ok`, HEADERS, BODY, 'dest-ok')).toMatchObject({ ok: true });
-    expect(server.connections()).toBe(2);
-
-    // Without pool keys the two share one pool: the dead post takes the warm socket and destroys it.
-    const shared = client({ timeoutMs: 1500 });
-    expect(await shared.post(`${base}/ok`, HEADERS, BODY)).toMatchObject({ ok: true });
-    await expect.poll(() => Object.values(shared.agent.freeSockets).flat()).toHaveLength(1);
-    expect(await shared.post(`${base}/dead`, HEADERS, BODY)).toMatchObject({ ok: false, errorClass: 'timeout' });
-    expect(server.connections()).toBe(3);
-    expect(await shared.post(`${base}/ok`, HEADERS, BODY)).toMatchObject({ ok: true });
-    expect(server.connections()).toBe(4);
-  });
-
   it('trusts an extra CA through one TLS context built up front, not a context (every root parsed again) per new connection', async () => {
     const server = await startServer(ok200);
     const c = client();
@@ -364,7 +334,7 @@ describe('HttpsDeliveryClient against a local HTTPS server', () => {
     const agentOptions = (c.agent as unknown as { options: Record<string, unknown> }).options;
     expect(agentOptions.ca).toBeUndefined();
     expect(agentOptions.secureContext).toBeDefined();
-    const results = await Promise.all(['a', 'b', 'c'].map((pool) => c.post(`https://127.0.0.1:${server.port}/`, HEADERS, BODY, pool)));
+    const results = await Promise.all([1, 2, 3].map(() => c.post(`https://127.0.0.1:${server.port}/`, HEADERS, BODY)));
     expect(results.map((r) => r.ok)).toEqual([true, true, true]);
     expect(server.connections()).toBe(3);
   });

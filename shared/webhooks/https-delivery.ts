@@ -58,7 +58,7 @@ export interface HttpsDeliveryClientOptions {
   extraCaPem?: string;
   /** Operator exceptions to the address policy (`WEBHOOK_ALLOWED_CIDRS`); normally empty. */
   allowList: CidrList;
-  /** Concurrent connections per destination host (per pool key, see `post`); default 16. */
+  /** Concurrent connections per destination host; default 16. */
   maxSocketsPerHost?: number;
   /**
    * Host name resolver; default a c-ares {@link WebhookResolver} built from
@@ -107,21 +107,6 @@ const TLS_VERIFY_CODES = new Set([
 type Phase = 'connecting' | 'tls' | 'http';
 
 /**
- * A keep-alive agent whose pools are per (host, pool key), not per host
- * alone. The fan-out keys each post by its destination: two destinations on
- * one host (`/hook-a` and a dead `/hook-b`) then never share sockets. A dead
- * one's timed-out requests destroy only its own sockets, and its new
- * connections never take the warm sockets of the other, whose posts would
- * otherwise pay a new TLS handshake after each of the dead one's timeouts.
- */
-class PooledAgent extends Agent {
-  override getName(options?: Parameters<Agent['getName']>[0] & { poolKey?: string }): string {
-    const name = super.getName(options);
-    return options?.poolKey ? `${name}:${options.poolKey}` : name;
-  }
-}
-
-/**
  * Posts webhook deliveries over HTTPS with a shared keep-alive agent.
  * One instance per process; `close()` at shutdown.
  */
@@ -168,7 +153,7 @@ export class HttpsDeliveryClient {
       // second.
       ...(options.extraCaPem ? { secureContext: createSecureContext({ ca: [...rootCertificates, options.extraCaPem] }) } : {}),
     };
-    this.agent = new PooledAgent(agentOptions);
+    this.agent = new Agent(agentOptions);
   }
 
   /**
@@ -177,10 +162,8 @@ export class HttpsDeliveryClient {
    * fault). Only `https:` URLs are accepted; the host must resolve to
    * addresses that are all allowed (see `isAllowedAddress`), else nothing is
    * sent. Redirects are not followed: a 3xx is an `http_status` failure.
-   * Posts with a `pool` key (the fan-out passes the destination id) use
-   * keep-alive sockets of their own: see {@link PooledAgent}.
    */
-  async post(url: string, headers: Record<string, string>, body: string, pool?: string): Promise<DeliveryResult> {
+  async post(url: string, headers: Record<string, string>, body: string): Promise<DeliveryResult> {
     const started = performance.now();
     const deadline = started + this.#timeoutMs;
     const elapsed = (): number => Math.round(performance.now() - started);
@@ -237,7 +220,7 @@ export class HttpsDeliveryClient {
       };
     }
 
-    const attempt = { target, host, addresses, headers, body, deadline, elapsed, pool };
+    const attempt = { target, host, addresses, headers, body, deadline, elapsed };
     const first = await this.#send(attempt, true);
     // Node's documented pattern: a keep-alive socket the server closed at the
     // moment of reuse fails with ECONNRESET before anything was processed.
@@ -259,7 +242,6 @@ export class HttpsDeliveryClient {
       body: string;
       deadline: number;
       elapsed: () => number;
-      pool: string | undefined;
     },
     retryOnStaleSocket: boolean,
   ): Promise<DeliveryResult | 'retry'> {
@@ -316,7 +298,6 @@ export class HttpsDeliveryClient {
           headers: outgoing,
           agent: this.agent,
           lookup,
-          ...(a.pool ? { poolKey: a.pool } : {}),
           // SNI carries the name, never an IP literal (RFC 6066).
           ...(isIP(host) === 0 ? { servername: host } : {}),
           ...(a.target.username || a.target.password
