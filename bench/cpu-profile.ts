@@ -1,7 +1,7 @@
 /**
- * Where a stack process's CPU time went, by stage of the intake: self time of
- * each sampled frame of a V8 CPU profile, classed by its script URL and
- * function name. Used by `bench/cpu-profile-summary.ts` (a profile file) and
+ * Where a stack process's CPU time went, by stage of the intake or of the
+ * fan-out: self time of each sampled frame of a V8 CPU profile, classed by
+ * its script URL and function name (the Kafka stage holds the consumers too). Used by `bench/cpu-profile-summary.ts` (a profile file) and
  * by the intake phase's profiled round (a profile taken over IPC).
  */
 
@@ -23,7 +23,10 @@ const STAGES: [string, (url: string, fn: string) => boolean][] = [
   ['garbage collection', (_u, f) => f === '(garbage collector)'],
   ['validate (zod, schema checks)', (u) => /node_modules\/zod|collect\.schema|fastify-type-provider-zod|schemas\/records/.test(u)],
   ['encode (avsc, schema registry)', (u) => /node_modules\/avsc|schemas\/registry/.test(u)],
-  ['produce (kafkajs, group commit)', (u) => /node_modules\/kafkajs|group-commit-producer|shared\/kafka/.test(u)],
+  ['crypto (HMAC signatures, secret box)', (u) => /node:crypto|node:internal\/crypto|shared\/secrets|shared\/webhooks\/signing/.test(u)],
+  ['TLS (node:tls, node:https)', (u) => /node:tls|node:_tls|node:https|node:internal\/tls/.test(u)],
+  ['fan-out (plan, lanes, HTTPS delivery)', (u) => /services\/fanout|shared\/webhooks/.test(u)],
+  ['Kafka client (kafkajs, producers, consumers)', (u) => /node_modules\/kafkajs|group-commit-producer|shared\/kafka/.test(u)],
   ['parse (JSON, fastify content parser)', (u, f) => /content-type-parser|secure-json-parse/.test(u) || f === 'parse'],
   ['HTTP (node:http, fastify routing, reply)', (u) => /node:_http|node:http|node_modules\/(fastify|find-my-way|light-my-request|@fastify)|node:net|node:stream|node:internal\/streams|shared\/http/.test(u)],
   ['intake handler', (u) => /services\/ingest/.test(u)],
@@ -77,5 +80,27 @@ export function formatProfileSummary(s: ProfileSummary, events?: number): string
   lines.push(`  ${'busy, all stages'.padEnd(42)} ${(s.busyUs / 1e6).toFixed(2).padStart(7)} s  100.0% of busy${perEvent(s.busyUs)}`);
   lines.push('top self-time functions (busy):');
   for (const [k, us] of s.top) lines.push(`  ${((us / s.busyUs) * 100).toFixed(1).padStart(5)}%  ${k}`);
+  return lines;
+}
+
+/**
+ * Two profiles side by side, in µs of CPU per event by stage (busy stages of
+ * either, largest difference first), with the difference `a − b`.
+ */
+export function formatProfileComparison(a: { label: string; summary: ProfileSummary; events: number }, b: { label: string; summary: ProfileSummary; events: number }): string[] {
+  const per = (s: ProfileSummary, events: number) => new Map(s.stages.filter(([n]) => n !== 'idle').map(([n, us]) => [n, us / events]));
+  const pa = per(a.summary, a.events);
+  const pb = per(b.summary, b.events);
+  const names = [...new Set([...pa.keys(), ...pb.keys()])].sort((x, y) => (pa.get(y) ?? 0) - (pb.get(y) ?? 0) - ((pa.get(x) ?? 0) - (pb.get(x) ?? 0)));
+  const cell = (v: number) => v.toFixed(2).padStart(9);
+  const lines = [`  ${'stage (µs of CPU per event)'.padEnd(42)} ${a.label.padStart(11)} ${b.label.padStart(11)} ${'difference'.padStart(11)}`];
+  for (const n of names) {
+    const x = pa.get(n) ?? 0;
+    const y = pb.get(n) ?? 0;
+    lines.push(`  ${n.padEnd(42)} ${cell(x)}   ${cell(y)}   ${cell(x - y)}  `);
+  }
+  const ta = a.summary.busyUs / a.events;
+  const tb = b.summary.busyUs / b.events;
+  lines.push(`  ${'busy, all stages'.padEnd(42)} ${cell(ta)}   ${cell(tb)}   ${cell(ta - tb)}   (ratio ${(tb / ta).toFixed(2)}×)`);
   return lines;
 }

@@ -1,4 +1,5 @@
 import { fork, type ChildProcess } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Message, type Producer } from 'kafkajs';
 import { SchemaRegistry } from '../schemas/registry.ts';
@@ -10,6 +11,7 @@ import { type BenchContext, setupTenant } from './context.ts';
 import { CpuMeter } from './cpu.ts';
 import { summarizeProfile, type CpuProfile, type ProfileSummary } from './cpu-profile.ts';
 import { HttpClient } from './http-client.ts';
+import { childProfile } from './inspector-profiler.ts';
 import { median, promSample, quantile } from './stats.ts';
 import { collectBodies, kafkaMessages, recordOf, type PlayerEvent } from './workload.ts';
 
@@ -59,7 +61,18 @@ export interface IntakeResult {
    * in the stack process (started over IPC after the warm-up, so start-up is
    * not in it). Undefined with BENCH_INTAKE_PROFILE=0.
    */
-  profile?: { events: number; seconds: number; eventsPerSec: number; cores: number; summary: ProfileSummary; file?: string };
+  profile?: ProfiledRound;
+  /** The same for the HTTP passthrough, profiled in its process right after. */
+  passthroughProfile?: ProfiledRound;
+}
+
+export interface ProfiledRound {
+  events: number;
+  seconds: number;
+  eventsPerSec: number;
+  cores: number;
+  summary: ProfileSummary;
+  file?: string;
 }
 
 /**
@@ -244,6 +257,7 @@ export async function benchIntake(
       }
     }
     let profile: IntakeResult['profile'];
+    let passthroughProfile: IntakeResult['passthroughProfile'];
     if (process.env.BENCH_INTAKE_PROFILE !== '0') {
       // BENCH_INTAKE_PROFILE_DIR=<dir> also keeps the profile as <dir>/intake-steady.cpuprofile.
       const dir = process.env.BENCH_INTAKE_PROFILE_DIR;
@@ -256,6 +270,18 @@ export async function benchIntake(
       const events = res.requests * opts.batch;
       profile = { events, seconds: res.seconds, eventsPerSec: events / res.seconds, cores: cores.service ?? Number.NaN, summary: summarizeProfile(cpu), file };
       ctx.progress(`intake: profiled round, ${Math.round(profile.eventsPerSec)} events/s, ${(profile.summary.busyUs / 1e6).toFixed(1)} s busy`);
+
+      // The passthrough the same way, so the two can be compared stage by stage.
+      const ptFile = dir ? join(dir, 'passthrough-steady.cpuprofile') : undefined;
+      await childProfile(ptChild, 'profileStart');
+      meter.start();
+      const ptRes = await closedLoop(opts.roundMs, opts.concurrency, ops.passthrough);
+      const ptCores = meter.stop();
+      const ptCpu = (await childProfile(ptChild, 'profileStop')).profile!;
+      if (ptFile) writeFileSync(ptFile, JSON.stringify(ptCpu));
+      const ptEvents = ptRes.requests * opts.batch;
+      passthroughProfile = { events: ptEvents, seconds: ptRes.seconds, eventsPerSec: ptEvents / ptRes.seconds, cores: ptCores.passthrough ?? Number.NaN, summary: summarizeProfile(ptCpu), file: ptFile };
+      ctx.progress(`intake: profiled passthrough round, ${Math.round(passthroughProfile.eventsPerSec)} events/s, ${(passthroughProfile.summary.busyUs / 1e6).toFixed(1)} s busy`);
     }
     ctx.progress(`intake: ${intakeAccepted} events accepted by POST /v1/collect in all (warm-up included)`);
     const per = <T>(f: (rs: RoundResult[]) => T) => Object.fromEntries(INTAKE_MODES.map((m) => [m, f(rounds[m])])) as Record<IntakeMode, T>;
@@ -277,6 +303,7 @@ export async function benchIntake(
       txMeanMs: per((rs) => median(rs.map((r) => r.txMeanMs))),
       retriesPerSec: per((rs) => median(rs.map((r) => r.concurrentTxRetries / r.seconds))),
       profile,
+      passthroughProfile,
     };
   } finally {
     await groupCommit?.close().catch(() => undefined);

@@ -7,11 +7,15 @@
  * Key tenant:session as the intake's, so partitioning is the same.
  *
  * Env: PT_BROKERS (comma-separated), PT_TOPIC, PT_TENANT, PT_BODY_LIMIT.
- * IPC: sends { type: 'ready', url } once listening; exits on disconnect.
+ * IPC: sends { type: 'ready', url } once listening; answers
+ * { op: 'profileStart' } and { op: 'profileStop' } (the V8 profiler, as the
+ * stack worker does, for the intake phase's per-event comparison) with
+ * { type: 'profile', ... }; exits on disconnect.
  */
 import Fastify from 'fastify';
 import { Kafka, logLevel } from 'kafkajs';
 import { JavaCompatiblePartitioner } from '../shared/kafka/partitioner.ts';
+import { answerProfileRequests } from './inspector-profiler.ts';
 
 const brokers = (process.env.PT_BROKERS ?? '').split(',').filter(Boolean);
 const topic = process.env.PT_TOPIC ?? '';
@@ -33,6 +37,7 @@ async function main(): Promise<void> {
   });
   const address = await app.listen({ host: '127.0.0.1', port: 0 });
   process.send?.({ type: 'ready', url: address });
+  answerProfileRequests();
   process.on('disconnect', () => {
     void app
       .close()

@@ -26,7 +26,7 @@ import { fmtCores } from './cpu.ts';
 import { benchFreshness, type FreshnessResult } from './freshness.ts';
 import { benchBrokers, runBench, startBenchRun } from './harness.ts';
 import { HttpClient } from './http-client.ts';
-import { formatProfileSummary } from './cpu-profile.ts';
+import { formatProfileComparison, formatProfileSummary } from './cpu-profile.ts';
 import { benchIntake, INTAKE_MODES, MODE_LABEL, type IntakeResult } from './intake.ts';
 import { benchProjector, type ProjectorResult } from './projector.ts';
 import { benchReadLatency, READ_KINDS, READ_LABEL, type ReadKind, type ReadLatencyResult } from './read-latency.ts';
@@ -316,6 +316,14 @@ function reportIntake(intake: IntakeResult): void {
     out(`Where the intake's CPU goes: one more ${fmtInt(p.seconds)}-s round of POST /v1/collect with the V8 profiler on in the service process (started after the warm-up, so start-up is left out; the profiler costs some throughput: ${fmtInt(p.eventsPerSec)} events/s, ${fmtCores({ service: p.cores })})${p.file ? `; profile kept as ${p.file}` : ''}`);
     out(`${(p.summary.sampledUs / 1e6).toFixed(1)} s sampled, ${(p.summary.busyUs / 1e6).toFixed(1)} s busy, ${fmtInt(p.events)} events accepted`);
     for (const line of formatProfileSummary(p.summary, p.events)) out(line);
+  }
+  if (intake.profile && intake.passthroughProfile) {
+    const p = intake.passthroughProfile;
+    out();
+    out(`The HTTP passthrough profiled the same way right after (${fmtInt(p.eventsPerSec)} events/s, ${fmtCores({ passthrough: p.cores })})${p.file ? `; profile kept as ${p.file}` : ''}. Per event, side by side:`);
+    for (const line of formatProfileComparison({ label: 'intake', summary: intake.profile.summary, events: intake.profile.events }, { label: 'passthrough', summary: p.summary, events: p.events })) out(line);
+    out('top self-time functions of the passthrough (busy):');
+    for (const [k, us] of p.summary.top) out(`  ${((us / p.summary.busyUs) * 100).toFixed(1).padStart(5)}%  ${k}`);
   }
   const errors = INTAKE_MODES.map((m) => `${m} ${intake.rounds[m].reduce((n, r) => n + r.errors, 0)}`).join(', ');
   out(`errors                       ${errors}`);

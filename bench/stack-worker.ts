@@ -7,13 +7,13 @@
  * process, which is why the parent cannot open it).
  */
 import { readFileSync, writeFileSync } from 'node:fs';
-import { Session } from 'node:inspector/promises';
 import { join, resolve } from 'node:path';
 import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 import { createClickHouse, type ClickHouseClient } from '../shared/clickhouse/clickhouse.ts';
 import { loadConfig } from '../shared/config.ts';
 import { createLogger } from '../shared/logger.ts';
 import { startStack, type Stack } from '../services/stack.ts';
+import { InspectorProfiler } from './inspector-profiler.ts';
 import type { ProcessStats, QueryStats, WatchResult, WorkerReady, WorkerRequest, WorkerResponse, RawInsertResult } from './worker-protocol.ts';
 
 const REPO_ROOT = resolve(import.meta.dirname, '..');
@@ -75,7 +75,7 @@ async function main(): Promise<void> {
       .catch((err: unknown) => reply({ ok: false, error: err instanceof Error ? err.message : String(err) }));
   });
 
-  let profiler: Session | undefined;
+  const profiler = new InspectorProfiler();
   async function handle(req: WorkerRequest): Promise<unknown> {
     switch (req.op) {
       case 'query': {
@@ -114,22 +114,11 @@ async function main(): Promise<void> {
         }
         return r;
       }
-      case 'profileStart': {
-        // NOTE: a profiler started here, not --cpu-prof, leaves start-up
-        // (module loading, TypeScript stripping, chdb) out of the profile.
-        if (profiler) throw new Error('a CPU profile is already being taken');
-        profiler = new Session();
-        profiler.connect();
-        await profiler.post('Profiler.enable');
-        await profiler.post('Profiler.setSamplingInterval', { interval: 500 });
-        await profiler.post('Profiler.start');
+      case 'profileStart':
+        await profiler.start();
         return { started: true };
-      }
       case 'profileStop': {
-        if (!profiler) throw new Error('no CPU profile is being taken');
-        const { profile } = await profiler.post('Profiler.stop');
-        profiler.disconnect();
-        profiler = undefined;
+        const profile = await profiler.stop();
         if (req.path) writeFileSync(req.path, JSON.stringify(profile));
         return profile;
       }

@@ -8,13 +8,15 @@
  * process, apart from the receiver in the parent; both sides then pay the
  * same process boundary.
  *
- * Configured by RAW_CA_FILE and RAW_TIMEOUT_MS; driven over IPC.
+ * Configured by RAW_CA_FILE and RAW_TIMEOUT_MS; driven over IPC (runs, and
+ * the V8 profiler for the bench's profiled rounds).
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { parseCidrList } from '../shared/webhooks/address-policy.ts';
 import { HttpsDeliveryClient } from '../shared/webhooks/https-delivery.ts';
 import { webhookHeaders } from '../shared/webhooks/signing.ts';
+import { answerProfileRequests } from './inspector-profiler.ts';
 
 export interface RawRunRequest {
   type: 'run';
@@ -88,4 +90,5 @@ process.on('disconnect', () => {
   client.close();
   process.exit(0);
 });
+answerProfileRequests();
 process.send?.({ type: 'ready' });

@@ -9,7 +9,8 @@
  *      at the receiver, at a fixed rate
  *   3. both again with a dead destination (never answers) for the same tenant
  *
- * Order: warm-up; 3 × (fan-out round, raw round, produce probe); latency;
+ * Order: warm-up; 3 × (fan-out round, raw round, produce probe); one
+ * profiled round of each (BENCH_WEBHOOK_PROFILE=0 skips it); latency;
  * add the dead destination; 3 fan-out rounds; latency. The produce probe is
  * a diagnostic: the send rate of a producer built like the fan-out's, since
  * every attempt holds its lane slot through one such send.
@@ -25,6 +26,7 @@
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { join } from 'node:path';
@@ -36,6 +38,8 @@ import { createLogger } from '../shared/logger.ts';
 import { startHttpsReceiver, type HttpsReceiver, type ReceivedRequest } from '../test/helpers/https-receiver.ts';
 import { setupTenant } from './context.ts';
 import { CpuMeter, fmtCores } from './cpu.ts';
+import { formatProfileComparison, summarizeProfile, type CpuProfile, type ProfileSummary } from './cpu-profile.ts';
+import { childProfile } from './inspector-profiler.ts';
 import { benchBrokers, runBench, startBenchRun } from './harness.ts';
 import { HttpClient } from './http-client.ts';
 import { fmtInt, fmtMs, fmtRatio, median, quantile, table } from './stats.ts';
@@ -742,6 +746,29 @@ async function main(): Promise<void> {
       progress(`  produce probe ${fmtInt(probes.at(-1)!)} sends/s`);
     }
 
+    // One more round of each with the V8 profiler on in its process (after the
+    // measured rounds, so it costs them nothing): where a delivery's CPU goes.
+    let profiled: { fanout: { summary: ProfileSummary; deliveries: number; rate: number; cores: number }; raw: { summary: ProfileSummary; deliveries: number; rate: number; cores: number } } | undefined;
+    if (process.env.BENCH_WEBHOOK_PROFILE !== '0') {
+      progress('profiled rounds: fan-out, then raw loop, with the V8 profiler on');
+      await worker.rpc({ op: 'profileStart' });
+      const f = await fanoutRound('P0');
+      const fProfile = await worker.rpc<CpuProfile>({ op: 'profileStop' }, 300_000);
+      await childProfile(raw, 'profileStart');
+      const r = await rawRound(body);
+      const rProfile = (await childProfile(raw, 'profileStop')).profile!;
+      // BENCH_WEBHOOK_PROFILE_DIR=<dir> keeps both as <dir>/fanout-steady.cpuprofile and raw-steady.cpuprofile.
+      const dir = process.env.BENCH_WEBHOOK_PROFILE_DIR;
+      if (dir) {
+        writeFileSync(join(dir, 'fanout-steady.cpuprofile'), JSON.stringify(fProfile));
+        writeFileSync(join(dir, 'raw-steady.cpuprofile'), JSON.stringify(rProfile));
+      }
+      profiled = {
+        fanout: { summary: summarizeProfile(fProfile), deliveries: f.received, rate: f.rate, cores: f.cores.stack ?? Number.NaN },
+        raw: { summary: summarizeProfile(rProfile), deliveries: r.received, rate: r.rate, cores: r.cores['raw loop'] ?? Number.NaN },
+      };
+    }
+
     const latHealthy: LatencyResult[] = [];
     for (let r = 0; r < PLAN.latencyRounds; r++) {
       progress(`latency round ${r + 1}/${PLAN.latencyRounds} (healthy only): ${PLAN.rate} events/s for ${PLAN.latencySec} s, ${PLAN.latencyBatch} events per request`);
@@ -891,6 +918,14 @@ async function main(): Promise<void> {
     out(`fan-out / raw (beside a dead)    ${fmtRatio(mDead / mRaw)}`);
     out(`with dead / without              ${fmtRatio(mDead / mHealthy)}`);
     out(`fan-out / produce probe          ${fmtRatio(mHealthy / median(probes))}  (each attempt holds its lane slot through one such send)`);
+    if (profiled) {
+      const { fanout: f, raw: r } = profiled;
+      out();
+      out(`Where a delivery's CPU goes: one more round of each with the V8 profiler on in its process, after the measured rounds (fan-out ${fmtInt(f.rate)}/s, stack ${f.cores.toFixed(2)} cores; raw loop ${fmtInt(r.rate)}/s, ${r.cores.toFixed(2)} cores). The stack's main thread only: TLS encryption and socket writes are native frames ("(program) / native"); the stack also runs the intake of each event.`);
+      for (const line of formatProfileComparison({ label: 'fan-out', summary: f.summary, events: f.deliveries }, { label: 'raw loop', summary: r.summary, events: r.deliveries })) out(line.replace('per event', 'per delivery'));
+      out('top self-time functions of the stack (busy):');
+      for (const [k, us] of f.summary.top) out(`  ${((us / f.summary.busyUs) * 100).toFixed(1).padStart(5)}%  ${k}`);
+    }
     out('held = mean events the fan-out had taken from Kafka and not finished (sampled every 250 ms); deferred = lane-full hand-offs to webhooks.retry.1m (due with the first retry tier, no attempt used)');
     out('attempts per fan-out round (outcome/error_class, from the stack\'s /metrics):');
     for (const [label, rs] of [['healthy', fanHealthy], ['+dead', fanDead]] as const) {
