@@ -5,7 +5,17 @@ import { promSample, quantile } from './stats.ts';
 import { playerEvent } from './workload.ts';
 import type { StackWorker } from './worker-client.ts';
 
+/**
+ * Where the phase's requests go: one stack (every service in one process),
+ * or a split deployment of two processes on the same topics, the intake in
+ * one (SERVICES=ingest) and the projector, API, fan-out and admin in the
+ * other, so each has an event loop of its own.
+ */
+export type FreshnessTargets = { kind: 'one process'; stack: StackWorker } | { kind: 'split'; ingest: StackWorker; rest: StackWorker };
+
 export interface FreshnessResult {
+  /** 'one process' or 'split' (FreshnessTargets). */
+  deployment: FreshnessTargets['kind'];
   targetPerSec: number;
   achievedPerSec: number;
   measureSec: number;
@@ -46,14 +56,15 @@ interface ServiceCounters {
   retries: number;
 }
 
-async function counters(client: HttpClient, worker: StackWorker): Promise<ServiceCounters> {
-  const text = (await client.request('GET', '/metrics')).body;
+async function counters(intake: HttpClient, reads: HttpClient): Promise<ServiceCounters> {
+  const text = (await intake.request('GET', '/metrics')).body;
+  const read = intake === reads ? text : (await reads.request('GET', '/metrics')).body;
   return {
     commits: promSample(text, 'kafka_produce_commit_duration_seconds_count'),
     commitSec: promSample(text, 'kafka_produce_commit_duration_seconds_sum'),
-    inserts: promSample(text, 'clickhouse_insert_duration_seconds_count', '{table="events"}') || 0,
-    insertSec: promSample(text, 'clickhouse_insert_duration_seconds_sum', '{table="events"}') || 0,
-    rows: promSample(text, 'projector_batch_size_sum') || 0,
+    inserts: promSample(read, 'clickhouse_insert_duration_seconds_count', '{table="events"}') || 0,
+    insertSec: promSample(read, 'clickhouse_insert_duration_seconds_sum', '{table="events"}') || 0,
+    rows: promSample(read, 'projector_batch_size_sum') || 0,
     retries: promSample(text, 'kafka_produce_retries_total', '{cause="concurrent_transactions"}') || 0,
   };
 }
@@ -76,7 +87,7 @@ interface Probe {
  */
 export async function benchFreshness(
   ctx: BenchContext,
-  worker: StackWorker,
+  targets: FreshnessTargets,
   opts: {
     playerKey: string;
     apiKey: string;
@@ -90,8 +101,11 @@ export async function benchFreshness(
     probeEvery: number;
   },
 ): Promise<FreshnessResult> {
-  const sender = new HttpClient(worker.ready.url, 128);
+  const intakeWorker = targets.kind === 'split' ? targets.ingest : targets.stack;
+  const worker = targets.kind === 'split' ? targets.rest : targets.stack;
+  const sender = new HttpClient(intakeWorker.ready.url, 128);
   const poller = new HttpClient(worker.ready.url, 1);
+  const intakeMetrics = targets.kind === 'split' ? new HttpClient(intakeWorker.ready.url, 1) : poller;
   const headers = { 'x-player-key': opts.playerKey };
   const auth = { authorization: `Bearer ${opts.apiKey}` };
   // Bodies are pre-serialised but for the last event, which is a probe or a filler.
@@ -199,17 +213,22 @@ export async function benchFreshness(
     }
   };
 
-  const meter = new CpuMeter({ bench: process.pid, service: worker.pid, broker: ctx.brokerPid });
-  const before = await counters(poller, worker);
+  const meter = new CpuMeter(
+    targets.kind === 'split'
+      ? { bench: process.pid, 'service: ingest': targets.ingest.pid, 'service: projector, api, fanout, admin': targets.rest.pid, broker: ctx.brokerPid }
+      : { bench: process.pid, service: worker.pid, broker: ctx.brokerPid },
+  );
+  const before = await counters(intakeMetrics, poller);
   meter.start();
   await Promise.all([send(), poll()]);
   const cores = meter.stop();
-  const after = await counters(poller, worker);
+  const after = await counters(intakeMetrics, poller);
   const phaseSec = (performance.now() - start) / 1000;
   // Acks still on the wire when polling stopped are waited for, briefly.
   for (let i = 0; inflight > 0 && i < 500; i++) await sleep(10);
   sender.close();
   poller.close();
+  if (intakeMetrics !== poller) intakeMetrics.close();
 
   const seen = probes.filter((p) => p.visibleAt !== undefined && p.ackAt !== undefined);
   const fresh = seen.map((p) => Math.max(0, p.visibleAt! - p.ackAt!));
@@ -217,6 +236,7 @@ export async function benchFreshness(
   // An acknowledged probe never seen counts as later than anything seen.
   const withUnseen = [...fresh, ...Array.from({ length: unseen }, () => Number.POSITIVE_INFINITY)];
   return {
+    deployment: targets.kind,
     targetPerSec: opts.rate,
     achievedPerSec: (measuredBatches * opts.batch) / (opts.measureMs / 1000),
     measureSec: opts.measureMs / 1000,
@@ -249,4 +269,27 @@ export async function benchFreshness(
     meanBatch: (after.rows - before.rows) / (after.inserts - before.inserts),
     insertMeanMs: ((after.insertSec - before.insertSec) / (after.inserts - before.inserts)) * 1000,
   };
+}
+
+/**
+ * Waits until the intake at `url` knows `playerKey` (a split deployment's
+ * intake learns tenants from the config topics): a request with no events is
+ * refused 401 while the key is unknown and 4xx for its body once it is known.
+ */
+export async function playerKeyKnown(url: string, playerKey: string, timeoutMs = 30_000): Promise<void> {
+  const client = new HttpClient(url, 1);
+  try {
+    const deadline = performance.now() + timeoutMs;
+    for (;;) {
+      const res = await client.request('POST', '/v1/collect', { body: '{"events":[]}', headers: { 'x-player-key': playerKey } });
+      if (res.status !== 401) {
+        if (res.status >= 500) throw new Error(`intake at ${url}: HTTP ${res.status} ${res.body.slice(0, 200)}`);
+        return;
+      }
+      if (performance.now() > deadline) throw new Error(`intake at ${url} did not learn the player key within ${timeoutMs} ms`);
+      await sleep(100);
+    }
+  } finally {
+    client.close();
+  }
 }

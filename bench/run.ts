@@ -6,12 +6,14 @@
  *   1. intake events/s through POST /v1/collect beside an HTTP passthrough
  *      (Fastify JSON → produce, acks=-1) and raw kafkajs producers
  *   2. projector events/s beside raw chdb inserts of the same rows
- *   3. freshness (202 ack → readable through the API) at a fixed rate
+ *   3. freshness (202 ack → readable through the API) at a fixed rate, with
+ *      every service in one process (and with BENCH_FRESHNESS_SPLIT_RATES
+ *      also with the intake in a process of its own)
  *   4. events-page and score latency over 1 million stored events
  *      (BENCH_READ_EVENTS), and each read's SQL straight to ClickHouse
  *
  * BENCH_QUICK=1 shrinks every phase (for checking the harness, not for figures).
- * BENCH_PHASES=intake or BENCH_PHASES=reads runs that phase alone.
+ * BENCH_PHASES=intake, projector, freshness or reads runs that phase alone.
  */
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
@@ -23,7 +25,7 @@ import { createKafka } from '../shared/kafka/kafka.ts';
 import { createLogger } from '../shared/logger.ts';
 import { setupTenant, type BenchContext } from './context.ts';
 import { fmtCores } from './cpu.ts';
-import { benchFreshness, type FreshnessResult } from './freshness.ts';
+import { benchFreshness, playerKeyKnown, type FreshnessResult, type FreshnessTargets } from './freshness.ts';
 import { benchBrokers, runBench, startBenchRun } from './harness.ts';
 import { HttpClient } from './http-client.ts';
 import { formatProfileComparison, formatProfileSummary } from './cpu-profile.ts';
@@ -40,7 +42,9 @@ const ONLY_INTAKE = process.env.BENCH_PHASES === 'intake';
 const ONLY_READS = process.env.BENCH_PHASES === 'reads';
 /** BENCH_PHASES=projector runs (and reports) the projector phase alone. */
 const ONLY_PROJECTOR = process.env.BENCH_PHASES === 'projector';
-if (process.env.BENCH_PHASES && !ONLY_INTAKE && !ONLY_READS && !ONLY_PROJECTOR) throw new Error(`BENCH_PHASES must be intake, projector or reads, not ${process.env.BENCH_PHASES}`);
+/** BENCH_PHASES=freshness runs (and reports) the freshness phases alone, both deployments. */
+const ONLY_FRESHNESS = process.env.BENCH_PHASES === 'freshness';
+if (process.env.BENCH_PHASES && !ONLY_INTAKE && !ONLY_READS && !ONLY_PROJECTOR && !ONLY_FRESHNESS) throw new Error(`BENCH_PHASES must be intake, projector, freshness or reads, not ${process.env.BENCH_PHASES}`);
 const READ_EVENTS = process.env.BENCH_READ_EVENTS === undefined ? undefined : Number(process.env.BENCH_READ_EVENTS);
 if (READ_EVENTS !== undefined && !(Number.isInteger(READ_EVENTS) && READ_EVENTS >= 40_000)) {
   throw new Error(`BENCH_READ_EVENTS must be an integer of at least 40000, not ${process.env.BENCH_READ_EVENTS}`);
@@ -55,6 +59,13 @@ const PLAN = {
   projectorRounds: QUICK ? 1 : 3,
   /** BENCH_FRESHNESS_RATES (events/s, comma-separated): one freshness phase per rate, each on its own tenant. */
   freshnessRates: (process.env.BENCH_FRESHNESS_RATES ?? '5000,20000').split(',').map(Number).filter((r) => r > 0),
+  /**
+   * BENCH_FRESHNESS_SPLIT_RATES (events/s, comma-separated; none unless set):
+   * the same phase against a split deployment, the intake in one process and
+   * the rest in another (freshness.ts). Not in the default run: on 2 cores it
+   * measured worse than one process (docs/performance.md).
+   */
+  freshnessSplitRates: (process.env.BENCH_FRESHNESS_SPLIT_RATES ?? '').split(',').map(Number).filter((r) => r > 0),
   freshnessWarmupMs: QUICK ? 1000 : 3000,
   freshnessMeasureMs: QUICK ? 5000 : 30_000,
   freshnessDrainMs: 10_000,
@@ -188,6 +199,61 @@ async function main(): Promise<void> {
       },
     };
 
+    /** Freshness at each rate: against `worker` (every service in one process), then against a split deployment. */
+    const freshnessPhases = async (worker: StackWorker): Promise<FreshnessResult[]> => {
+      const results: FreshnessResult[] = [];
+      const phase = async (targets: FreshnessTargets, adminUrl: string, rate: number, label: string) => {
+        const admin = new HttpClient(adminUrl, 2);
+        const fresh = await setupTenant(admin, adminToken, `bench freshness ${label}`, 9, true);
+        admin.close();
+        if (targets.kind === 'split') await playerKeyKnown(targets.ingest.ready.url, fresh.tenant.player_key);
+        ctx.progress(`freshness (${targets.kind}): ${rate} events/s for ${PLAN.freshnessMeasureMs / 1000} s (after ${PLAN.freshnessWarmupMs / 1000} s warm-up)`);
+        loads[`freshness ${label}`] = os.loadavg()[0]!;
+        results.push(
+          await benchFreshness(ctx, targets, {
+            playerKey: fresh.tenant.player_key,
+            apiKey: fresh.apiKey!,
+            loadVideos: fresh.videoIds.slice(1),
+            probeVideo: fresh.videoIds[0]!,
+            rate,
+            batch: PLAN.batch,
+            warmupMs: PLAN.freshnessWarmupMs,
+            measureMs: PLAN.freshnessMeasureMs,
+            drainMs: PLAN.freshnessDrainMs,
+            probeEvery: PLAN.probeEvery,
+          }),
+        );
+      };
+      for (const rate of PLAN.freshnessRates) await phase({ kind: 'one process', stack: worker }, worker.ready.url, rate, String(rate));
+      for (const rate of PLAN.freshnessSplitRates) {
+        // Two processes on the same topics; the other stacks are idle meanwhile.
+        const { worker: rest, prefix } = await ctx.startWorker(`split-rest-${rate}`, 'projector,fanout,api,admin');
+        try {
+          const { worker: ingest } = await ctx.startWorker(`split-ingest-${rate}`, 'ingest', { KAFKA_TOPIC_PREFIX: prefix });
+          try {
+            await phase({ kind: 'split', ingest, rest }, rest.ready.url, rate, `split ${rate}`);
+          } finally {
+            await ingest.stop();
+          }
+        } finally {
+          await rest.stop();
+        }
+      }
+      return results;
+    };
+
+    if (ONLY_FRESHNESS) {
+      const { worker } = await ctx.startWorker('read', SERVICE_NAMES.join(','));
+      const freshness = await freshnessPhases(worker);
+      await worker.stop();
+      out('## 3. Freshness (202 ack → readable through GET /v1/videos/:id/events?since=)');
+      for (const f of freshness) reportFreshness(f);
+      out('BENCH_PHASES=freshness: intake, projector and read-latency phases not run');
+      out(`load avg    ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} (1/5/15 min, at the end)`);
+      out(`duration    ${((performance.now() - T0) / 1000).toFixed(0)} s`);
+      return;
+    }
+
     if (ONLY_READS) {
       const { worker } = await ctx.startWorker('read', SERVICE_NAMES.join(','));
       const admin = new HttpClient(worker.ready.url, 2);
@@ -229,27 +295,8 @@ async function main(): Promise<void> {
     // The whole stack as deployed by default (every service), since freshness
     // is a property of the deployment, not of the projector alone.
     const { worker } = await ctx.startWorker('read', SERVICE_NAMES.join(','));
+    const freshness = await freshnessPhases(worker);
     const admin = new HttpClient(worker.ready.url, 2);
-    const freshness: FreshnessResult[] = [];
-    for (const rate of PLAN.freshnessRates) {
-      const fresh = await setupTenant(admin, adminToken, `bench freshness ${rate}`, 9, true);
-      ctx.progress(`freshness: ${rate} events/s for ${PLAN.freshnessMeasureMs / 1000} s (after ${PLAN.freshnessWarmupMs / 1000} s warm-up)`);
-      loads[`freshness ${rate}`] = os.loadavg()[0]!;
-      freshness.push(
-        await benchFreshness(ctx, worker, {
-          playerKey: fresh.tenant.player_key,
-          apiKey: fresh.apiKey!,
-          loadVideos: fresh.videoIds.slice(1),
-          probeVideo: fresh.videoIds[0]!,
-          rate,
-          batch: PLAN.batch,
-          warmupMs: PLAN.freshnessWarmupMs,
-          measureMs: PLAN.freshnessMeasureMs,
-          drainMs: PLAN.freshnessDrainMs,
-          probeEvery: PLAN.probeEvery,
-        }),
-      );
-    }
     const lt = await setupTenant(admin, adminToken, 'bench read latency', 4, true);
     admin.close();
     loads.reads = os.loadavg()[0]!;
@@ -425,8 +472,9 @@ function freshnessTarget(f: FreshnessResult): string {
 }
 
 function reportFreshness(f: FreshnessResult): void {
-  out(`### at ${fmtInt(f.targetPerSec)} events/s`);
-  out(loadNote(`freshness ${f.targetPerSec}`));
+  const split = f.deployment === 'split';
+  out(`### at ${fmtInt(f.targetPerSec)} events/s, ${split ? 'split deployment: SERVICES=ingest in one process, projector,fanout,api,admin in another, same topics' : 'one process (every service)'}`);
+  out(loadNote(`freshness ${split ? 'split ' : ''}${f.targetPerSec}`));
   out(
     `target ${fmtInt(f.targetPerSec)} events/s (batches of 50 on a fixed schedule), achieved ${fmtInt(f.achievedPerSec)} events/s over ${f.measureSec} s; ${f.requests} requests, ${f.failed} failed, ${f.skipped} skipped (in-flight cap)`,
   );
