@@ -18,8 +18,14 @@ export interface CpuProfile {
   timeDeltas: number[];
 }
 
+const PROFILER = 'the profiler itself';
+/** Stages that are not the process's own work. */
+const NOT_BUSY = new Set(['idle', PROFILER]);
+
 const STAGES: [string, (url: string, fn: string) => boolean][] = [
   ['idle', (_u, f) => f === '(idle)'],
+  // The profiler's own work (Profiler.stop serialising the profile) is not the process's: left out of busy, like idle.
+  [PROFILER, (u) => u === 'node:inspector'],
   ['garbage collection', (_u, f) => f === '(garbage collector)'],
   ['validate (zod, schema checks)', (u) => /node_modules\/zod|collect\.schema|fastify-type-provider-zod|schemas\/records/.test(u)],
   ['encode (avsc, schema registry)', (u) => /node_modules\/avsc|schemas\/registry/.test(u)],
@@ -38,7 +44,7 @@ const STAGES: [string, (url: string, fn: string) => boolean][] = [
 export interface ProfileSummary {
   sampledUs: number;
   busyUs: number;
-  /** Stage → self time (µs), largest first; 'idle' included. */
+  /** Stage → self time (µs), largest first; 'idle' and the profiler's own time included (not in busyUs). */
   stages: [string, number][];
   /** Top self-time functions while busy: "name script" → µs. */
   top: [string, number][];
@@ -56,14 +62,14 @@ export function summarizeProfile(p: CpuProfile, topN = 15): ProfileSummary {
     const s = STAGES.find(([, m]) => m(url, functionName))?.[0] ?? 'other JS';
     stage.set(s, (stage.get(s) ?? 0) + us);
     total += us;
-    if (s !== 'idle') {
+    if (!NOT_BUSY.has(s)) {
       const key = `${functionName || '(anonymous)'} ${url.replace(/^.*node_modules\//, '').replace(/^file:\/\/.*?\/(services|shared|schemas|bench)\//, '$1/')}`;
       topFns.set(key, (topFns.get(key) ?? 0) + us);
     }
   }
   return {
     sampledUs: total,
-    busyUs: total - (stage.get('idle') ?? 0),
+    busyUs: total - (stage.get('idle') ?? 0) - (stage.get(PROFILER) ?? 0),
     stages: [...stage].sort((a, b) => b[1] - a[1]),
     top: [...topFns].sort((a, b) => b[1] - a[1]).slice(0, topN),
   };
@@ -74,7 +80,7 @@ export function formatProfileSummary(s: ProfileSummary, events?: number): string
   const lines: string[] = [];
   const perEvent = (us: number) => (events ? `  ${(us / events).toFixed(2).padStart(7)} µs/event` : '');
   for (const [name, us] of s.stages) {
-    if (name === 'idle') lines.push(`  ${name.padEnd(42)} ${(us / 1e6).toFixed(2).padStart(7)} s`);
+    if (NOT_BUSY.has(name)) lines.push(`  ${name.padEnd(42)} ${(us / 1e6).toFixed(2).padStart(7)} s`);
     else lines.push(`  ${name.padEnd(42)} ${(us / 1e6).toFixed(2).padStart(7)} s  ${((us / s.busyUs) * 100).toFixed(1).padStart(5)}% of busy${perEvent(us)}`);
   }
   lines.push(`  ${'busy, all stages'.padEnd(42)} ${(s.busyUs / 1e6).toFixed(2).padStart(7)} s  100.0% of busy${perEvent(s.busyUs)}`);
@@ -88,7 +94,7 @@ export function formatProfileSummary(s: ProfileSummary, events?: number): string
  * either, largest difference first), with the difference `a − b`.
  */
 export function formatProfileComparison(a: { label: string; summary: ProfileSummary; events: number }, b: { label: string; summary: ProfileSummary; events: number }): string[] {
-  const per = (s: ProfileSummary, events: number) => new Map(s.stages.filter(([n]) => n !== 'idle').map(([n, us]) => [n, us / events]));
+  const per = (s: ProfileSummary, events: number) => new Map(s.stages.filter(([n]) => !NOT_BUSY.has(n)).map(([n, us]) => [n, us / events]));
   const pa = per(a.summary, a.events);
   const pb = per(b.summary, b.events);
   const names = [...new Set([...pa.keys(), ...pb.keys()])].sort((x, y) => (pa.get(y) ?? 0) - (pb.get(y) ?? 0) - ((pa.get(x) ?? 0) - (pb.get(x) ?? 0)));
