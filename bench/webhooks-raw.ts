@@ -2,7 +2,8 @@
  * Child process of bench/webhooks.ts: the raw baseline of webhook delivery.
  * A plain POST loop through one HttpsDeliveryClient, built exactly as the
  * stack builds the fan-out's (same timeout, same extra CA, same allow-list,
- * default pool settings), `concurrency` posts in flight at a time, each
+ * default pool settings), `concurrency` posts in flight at a time (one
+ * connection pool per emulated destination, see `pools`), each
  * signed afresh with the same header set the fan-out sends. It runs in a
  * process of its own because the fan-out's client runs in the stack's
  * process, apart from the receiver in the parent; both sides then pay the
@@ -25,6 +26,11 @@ export interface RawRunRequest {
   body: string;
   count: number;
   concurrency: number;
+  /**
+   * Destinations emulated (default 1): post i of a lane uses pool key
+   * `dest-<lane mod pools>`, as the fan-out keys its posts by destination.
+   */
+  pools?: number;
   /** Stop taking new posts after this long. */
   maxMs: number;
 }
@@ -57,12 +63,14 @@ async function run(req: RawRunRequest): Promise<RawRunResult> {
   const errors: Record<string, number> = {};
   const started = performance.now();
   const deadline = started + req.maxMs;
-  const lane = async (): Promise<void> => {
+  const pools = Math.max(1, req.pools ?? 1);
+  const lane = async (index: number): Promise<void> => {
+    const pool = pools > 1 ? `dest-${index % pools}` : undefined;
     while (next < req.count && performance.now() < deadline) {
       next++;
       const startedAt = Date.now();
       const headers = webhookHeaders({ eventName: 'video_play', deliveryId: randomUUID(), secret, rawBody: req.body, nowSec: Math.floor(startedAt / 1000) });
-      const r = await client.post(req.url, { ...headers }, req.body);
+      const r = await client.post(req.url, { ...headers }, req.body, pool);
       durationSum += r.durationMs;
       if (r.ok) ok++;
       else {
@@ -72,7 +80,7 @@ async function run(req: RawRunRequest): Promise<RawRunResult> {
       }
     }
   };
-  await Promise.all(Array.from({ length: req.concurrency }, lane));
+  await Promise.all(Array.from({ length: req.concurrency }, (_, i) => lane(i)));
   const wallMs = performance.now() - started;
   return { type: 'result', id: req.id, ok, failed, errors, wallMs, meanMs: durationSum / Math.max(1, ok + failed) };
 }

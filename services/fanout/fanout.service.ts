@@ -17,7 +17,8 @@ import { Lanes } from './lanes.ts';
 
 /** The HTTPS client the fan-out posts through (shared/webhooks/https-delivery.ts). */
 export interface DeliveryClient {
-  post(url: string, headers: Record<string, string>, body: string): Promise<AttemptResult>;
+  /** `pool`: the destination id, so each destination keeps its own connections (see HttpsDeliveryClient.post). */
+  post(url: string, headers: Record<string, string>, body: string, pool?: string): Promise<AttemptResult>;
 }
 
 export interface FanoutDeps {
@@ -210,7 +211,7 @@ class Fanout {
     if (plan.kind === 'settled') {
       return async () => void (await Promise.all([this.#recordSecurity(plan.security), this.#produce(this.#deliveries, plan.out)]));
     }
-    const result = await this.#deps.client.post(plan.url, plan.headers, plan.body);
+    const result = await this.#deps.client.post(plan.url, plan.headers, plan.body, d.destination_id);
     return () => this.#settle(d, result, plan.startedAt, plan.host);
   }
 

@@ -327,6 +327,85 @@ describe('HttpsDeliveryClient against a local HTTPS server', () => {
     expect(server.connections()).toBe(1);
   });
 
+  it('keeps the connections of each pool key apart: a dead destination on the same host never takes or destroys a healthy one\'s warm socket', async () => {
+    // One host, two destinations: /ok answers at once, /dead never does.
+    const server = await startServer((req, res) => {
+      if (req.url === '/dead') return; // held until the client gives up
+      ok200(req, res);
+    });
+    // A budget far above a handshake on a loaded machine: only /dead may time out.
+    const c = client({ timeoutMs: 1500 });
+    const base = `https://127.0.0.1:${server.port}`;
+    expect(await c.post(`${base}/ok`, HEADERS, BODY, 'dest-ok')).toMatchObject({ ok: true });
+    await expect.poll(() => Object.values(c.agent.freeSockets).flat()).toHaveLength(1);
+    const warm = Object.values(c.agent.freeSockets).flat()[0] as Socket;
+    // The dead destination's post opens a connection of its own (the warm socket stays free) and destroys it on its timeout.
+    expect(await c.post(`${base}/dead`, HEADERS, BODY, 'dest-dead')).toMatchObject({ ok: false, errorClass: 'timeout' });
+    expect(server.connections()).toBe(2);
+    expect(warm.destroyed).toBe(false);
+    // The healthy destination's next post reuses its warm socket: no new handshake.
+    expect(await c.post(`${base}/ok`, HEADERS, BODY, 'dest-ok')).toMatchObject({ ok: true });
+    expect(server.connections()).toBe(2);
+
+    // Without pool keys the two share one pool: the dead post takes the warm socket and destroys it.
+    const shared = client({ timeoutMs: 1500 });
+    expect(await shared.post(`${base}/ok`, HEADERS, BODY)).toMatchObject({ ok: true });
+    await expect.poll(() => Object.values(shared.agent.freeSockets).flat()).toHaveLength(1);
+    expect(await shared.post(`${base}/dead`, HEADERS, BODY)).toMatchObject({ ok: false, errorClass: 'timeout' });
+    expect(server.connections()).toBe(3);
+    expect(await shared.post(`${base}/ok`, HEADERS, BODY)).toMatchObject({ ok: true });
+    expect(server.connections()).toBe(4);
+  });
+
+  it('keeps at most maxSocketsPerHost requests in flight per host across pool keys, the rest taking turns in order', async () => {
+    let active = 0;
+    let peak = 0;
+    const order: string[] = [];
+    const server = await startServer((req, res) => {
+      active++;
+      peak = Math.max(peak, active);
+      order.push(req.url ?? '');
+      setTimeout(() => {
+        active--;
+        ok200(req, res);
+      }, 100);
+    });
+    const c = client({ maxSocketsPerHost: 2, timeoutMs: 5000 });
+    const hostPort = `127.0.0.1:${server.port}`;
+    // Six destinations on one host, each with a pool of its own: without the host's bound all six would be sent at once.
+    const posts = Array.from({ length: 6 }, (_, i) => c.post(`https://${hostPort}/d${i}`, HEADERS, BODY, `dest-${i}`));
+    await expect.poll(() => c.inFlight(hostPort)).toBe(2);
+    const results = await Promise.all(posts);
+    expect(results.map((r) => r.ok)).toEqual([true, true, true, true, true, true]);
+    expect(peak).toBe(2);
+    // First come, first served: the first two, then the next two, then the last two.
+    expect(order.slice(0, 2).sort()).toEqual(['/d0', '/d1']);
+    expect(order.slice(2, 4).sort()).toEqual(['/d2', '/d3']);
+    expect(order.slice(4).sort()).toEqual(['/d4', '/d5']);
+    expect(c.inFlight(hostPort)).toBe(0);
+  });
+
+  it('times a post out while it waits for a slot of its host, sending nothing; a slot is held until the response is drained', async () => {
+    const server = await startServer((req, res) => {
+      // Headers at once, then a body that never ends: the post succeeds, its socket stays busy until the drain bound.
+      if (req.url === '/slow-body') return void res.writeHead(200, { 'content-type': 'text/plain' }).write('x');
+      ok200(req, res);
+    });
+    const c = client({ maxSocketsPerHost: 1, timeoutMs: 500, drainTimeoutMs: 2000 });
+    const hostPort = `127.0.0.1:${server.port}`;
+    expect(await c.post(`https://${hostPort}/slow-body`, HEADERS, BODY, 'dest-a')).toMatchObject({ ok: true });
+    expect(c.inFlight(hostPort)).toBe(1);
+    // Another destination on the host waits for its one slot past its own budget: nothing of it is sent.
+    const started = performance.now();
+    expect(await c.post(`https://${hostPort}/ok`, HEADERS, BODY, 'dest-b')).toMatchObject({ ok: false, errorClass: 'timeout' });
+    expect(performance.now() - started).toBeGreaterThanOrEqual(450);
+    expect(server.received.map((r) => r.url)).toEqual(['/slow-body']);
+    // The drain bound ends the slow body and frees the slot: the next post goes through.
+    await expect.poll(() => c.inFlight(hostPort), { timeout: 5000 }).toBe(0);
+    expect(await c.post(`https://${hostPort}/ok`, HEADERS, BODY, 'dest-b')).toMatchObject({ ok: true });
+    expect(server.received.map((r) => r.url)).toEqual(['/slow-body', '/ok']);
+  });
+
   it('trusts an extra CA through one TLS context built up front, not a context (every root parsed again) per new connection', async () => {
     const server = await startServer(ok200);
     const c = client();

@@ -58,7 +58,10 @@ export interface HttpsDeliveryClientOptions {
   extraCaPem?: string;
   /** Operator exceptions to the address policy (`WEBHOOK_ALLOWED_CIDRS`); normally empty. */
   allowList: CidrList;
-  /** Concurrent connections per destination host; default 16. */
+  /**
+   * Requests in flight per destination host (host and port), whatever their
+   * pool keys; later ones wait in order, within their own timeout. Default 16.
+   */
   maxSocketsPerHost?: number;
   /**
    * Host name resolver; default a c-ares {@link WebhookResolver} built from
@@ -107,12 +110,87 @@ const TLS_VERIFY_CODES = new Set([
 type Phase = 'connecting' | 'tls' | 'http';
 
 /**
- * Posts webhook deliveries over HTTPS with a shared keep-alive agent.
- * One instance per process; `close()` at shutdown.
+ * A keep-alive agent whose pools are per (host, pool key), not per host
+ * alone. The fan-out keys each post by its destination: two destinations on
+ * one host (`/hook-a` and a dead `/hook-b`) then never share sockets. A dead
+ * one's timed-out requests destroy only its own sockets, and its new
+ * connections never take the warm sockets of the other, whose posts would
+ * otherwise pay a new TLS handshake after each of the dead one's timeouts.
+ * The per-host bound is kept by {@link HostSlots}, across pool keys.
+ */
+class PooledAgent extends Agent {
+  override getName(options?: Parameters<Agent['getName']>[0] & { poolKey?: string }): string {
+    const name = super.getName(options);
+    return options?.poolKey ? `${name}:${options.poolKey}` : name;
+  }
+}
+
+/**
+ * At most `limit` requests in flight per host, across pool keys, the rest
+ * waiting first come, first served. Without it, separate pools would lift the
+ * agent's per-host bound: a tenant's 100 destinations on one host could run
+ * hundreds of posts at once there, and another tenant's post to that host
+ * would wait behind nearly all of them.
+ */
+class HostSlots {
+  readonly #limit: number;
+  readonly #hosts = new Map<string, { active: number; waiting: (() => void)[] }>();
+
+  constructor(limit: number) {
+    this.#limit = limit;
+  }
+
+  /**
+   * Calls `run` with a release function once a slot of `host` is free (at
+   * once when one is); returns a function that withdraws a request still
+   * waiting (and does nothing once `run` was called).
+   */
+  acquire(host: string, run: (release: () => void) => void): () => void {
+    let entry = this.#hosts.get(host);
+    if (!entry) {
+      entry = { active: 0, waiting: [] };
+      this.#hosts.set(host, entry);
+    }
+    const e = entry;
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      e.active--;
+      const next = e.waiting.shift();
+      if (next) next();
+      else if (e.active === 0) this.#hosts.delete(host);
+    };
+    const start = () => {
+      e.active++;
+      run(release);
+    };
+    if (e.active < this.#limit) {
+      start();
+      return () => {};
+    }
+    e.waiting.push(start);
+    return () => {
+      const at = e.waiting.indexOf(start);
+      if (at >= 0) e.waiting.splice(at, 1);
+    };
+  }
+
+  /** Requests in flight to `host` (for tests). */
+  active(host: string): number {
+    return this.#hosts.get(host)?.active ?? 0;
+  }
+}
+
+/**
+ * Posts webhook deliveries over HTTPS with a shared keep-alive agent, pooled
+ * by host and pool key, and at most `maxSocketsPerHost` requests in flight
+ * per host. One instance per process; `close()` at shutdown.
  */
 export class HttpsDeliveryClient {
-  /** The keep-alive agent shared by every post (bounded sockets per host). */
+  /** The keep-alive agent shared by every post (pools per host and pool key). */
   readonly agent: Agent;
+  readonly #hostSlots: HostSlots;
   readonly #timeoutMs: number;
   readonly #allowList: CidrList;
   readonly #resolve: HostResolver;
@@ -153,7 +231,13 @@ export class HttpsDeliveryClient {
       // second.
       ...(options.extraCaPem ? { secureContext: createSecureContext({ ca: [...rootCertificates, options.extraCaPem] }) } : {}),
     };
-    this.agent = new Agent(agentOptions);
+    this.agent = new PooledAgent(agentOptions);
+    this.#hostSlots = new HostSlots(maxSocketsPerHost);
+  }
+
+  /** Requests in flight to `host:port` (for tests). */
+  inFlight(hostPort: string): number {
+    return this.#hostSlots.active(hostPort);
   }
 
   /**
@@ -162,8 +246,10 @@ export class HttpsDeliveryClient {
    * fault). Only `https:` URLs are accepted; the host must resolve to
    * addresses that are all allowed (see `isAllowedAddress`), else nothing is
    * sent. Redirects are not followed: a 3xx is an `http_status` failure.
+   * Posts with a `pool` key (the fan-out passes the destination id) use
+   * keep-alive sockets of their own: see {@link PooledAgent}.
    */
-  async post(url: string, headers: Record<string, string>, body: string): Promise<DeliveryResult> {
+  async post(url: string, headers: Record<string, string>, body: string, pool?: string): Promise<DeliveryResult> {
     const started = performance.now();
     const deadline = started + this.#timeoutMs;
     const elapsed = (): number => Math.round(performance.now() - started);
@@ -220,7 +306,7 @@ export class HttpsDeliveryClient {
       };
     }
 
-    const attempt = { target, host, addresses, headers, body, deadline, elapsed };
+    const attempt = { target, host, addresses, headers, body, deadline, elapsed, pool };
     const first = await this.#send(attempt, true);
     // Node's documented pattern: a keep-alive socket the server closed at the
     // moment of reuse fails with ECONNRESET before anything was processed.
@@ -242,6 +328,7 @@ export class HttpsDeliveryClient {
       body: string;
       deadline: number;
       elapsed: () => number;
+      pool: string | undefined;
     },
     retryOnStaleSocket: boolean,
   ): Promise<DeliveryResult | 'retry'> {
@@ -272,10 +359,12 @@ export class HttpsDeliveryClient {
     }
     outgoing['Content-Length'] = Buffer.byteLength(a.body);
 
-    return new Promise((resolve) => {
+    const port = a.target.port === '' ? 443 : Number(a.target.port);
+    return new Promise((resolve, reject) => {
       let settled = false;
       let phase: Phase = 'connecting';
       let req: ClientRequest | undefined;
+      let releaseSlot: (() => void) | undefined;
       const connectedAddress = (): string | undefined => req?.socket?.remoteAddress ?? addresses[0]?.address;
       const settle = (result: DeliveryResult | 'retry'): void => {
         if (settled) return;
@@ -284,80 +373,93 @@ export class HttpsDeliveryClient {
         resolve(result);
       };
       const timer = setTimeout(() => {
+        // Also when still waiting for a slot of the host: then nothing was sent.
+        withdraw();
         settle({ ok: false, errorClass: 'timeout', durationMs: elapsed(), address: connectedAddress(), message: `timed out delivering to ${host}` });
         req?.destroy();
       }, remaining);
-
-      let built: ClientRequest;
-      try {
-        built = request({
-          host,
-          port: a.target.port === '' ? 443 : Number(a.target.port),
-          path: `${a.target.pathname}${a.target.search}`,
-          method: 'POST',
-          headers: outgoing,
-          agent: this.agent,
-          lookup,
-          // SNI carries the name, never an IP literal (RFC 6066).
-          ...(isIP(host) === 0 ? { servername: host } : {}),
-          ...(a.target.username || a.target.password
-            ? { auth: `${safeDecode(a.target.username)}:${safeDecode(a.target.password)}` }
-            : {}),
-        });
-      } catch (err) {
-        clearTimeout(timer);
-        // Node's own message can quote the offending header value.
-        throw new TypeError(`cannot build the delivery request for ${host}: ${errorCode(err)}`);
-      }
-      req = built;
-
-      built.on('socket', (socket: Socket) => {
-        // NOTE: not `built.reusedSocket` alone: Node sets it only when a free
-        // socket is taken at once, not when a queued request gets a socket
-        // another request freed (maxSocketsPerHost reached). Such a socket is
-        // long past its handshake, its 'secureConnect' never comes, and a
-        // listener per request piled up on it while a timeout in the HTTP
-        // phase was classed as tls.
-        if (built.reusedSocket || handshaken.has(socket)) {
-          phase = 'http';
+      const send = (): void => {
+        let built: ClientRequest;
+        try {
+          built = request({
+            host,
+            port,
+            path: `${a.target.pathname}${a.target.search}`,
+            method: 'POST',
+            headers: outgoing,
+            agent: this.agent,
+            lookup,
+            ...(a.pool ? { poolKey: a.pool } : {}),
+            // SNI carries the name, never an IP literal (RFC 6066).
+            ...(isIP(host) === 0 ? { servername: host } : {}),
+            ...(a.target.username || a.target.password
+              ? { auth: `${safeDecode(a.target.username)}:${safeDecode(a.target.password)}` }
+              : {}),
+          });
+        } catch (err) {
+          clearTimeout(timer);
+          releaseSlot?.();
+          settled = true;
+          // Node's own message can quote the offending header value.
+          reject(new TypeError(`cannot build the delivery request for ${host}: ${errorCode(err)}`));
           return;
         }
-        const onConnect = () => (phase = 'tls');
-        const onSecure = () => {
-          handshaken.add(socket);
-          phase = 'http';
-        };
-        if (socket.connecting) socket.once('connect', onConnect);
-        else phase = 'tls';
-        socket.once('secureConnect', onSecure);
-        built.once('close', () => {
-          socket.off('connect', onConnect);
-          socket.off('secureConnect', onSecure);
+        req = built;
+        // The request is done (response read, or the socket gone): the host's slot is free.
+        built.once('close', () => releaseSlot?.());
+        built.on('socket', (socket: Socket) => {
+          // NOTE: not `built.reusedSocket` alone: Node sets it only when a free
+          // socket is taken at once, not when a queued request gets a socket
+          // another request freed (maxSocketsPerHost reached). Such a socket is
+          // long past its handshake, its 'secureConnect' never comes, and a
+          // listener per request piled up on it while a timeout in the HTTP
+          // phase was classed as tls.
+          if (built.reusedSocket || handshaken.has(socket)) {
+            phase = 'http';
+            return;
+          }
+          const onConnect = () => (phase = 'tls');
+          const onSecure = () => {
+            handshaken.add(socket);
+            phase = 'http';
+          };
+          if (socket.connecting) socket.once('connect', onConnect);
+          else phase = 'tls';
+          socket.once('secureConnect', onSecure);
+          built.once('close', () => {
+            socket.off('connect', onConnect);
+            socket.off('secureConnect', onSecure);
+          });
         });
-      });
-      built.on('response', (res: IncomingMessage) => {
-        const status = res.statusCode ?? 0;
-        const ok = status >= 200 && status < 300;
-        settle({
-          ok,
-          status,
-          durationMs: elapsed(),
-          address: connectedAddress(),
-          ...(ok ? {} : { errorClass: 'http_status' as const, message: `${host} answered HTTP ${status}` }),
+        built.on('response', (res: IncomingMessage) => {
+          const status = res.statusCode ?? 0;
+          const ok = status >= 200 && status < 300;
+          settle({
+            ok,
+            status,
+            durationMs: elapsed(),
+            address: connectedAddress(),
+            ...(ok ? {} : { errorClass: 'http_status' as const, message: `${host} answered HTTP ${status}` }),
+          });
+          this.#drain(res);
         });
-        this.#drain(res);
+        built.on('error', (err: Error) => {
+          if (settled) return;
+          const code = errorCode(err);
+          if (retryOnStaleSocket && built.reusedSocket && code === 'ECONNRESET') {
+            settle('retry');
+            return;
+          }
+          const errorClass = classifyError(code, phase);
+          settle({ ok: false, errorClass, durationMs: elapsed(), address: connectedAddress(), message: `${errorClass} error delivering to ${host}: ${code}` });
+        });
+        built.end(a.body);
+      };
+      const withdraw = this.#hostSlots.acquire(`${host}:${port}`, (release) => {
+        releaseSlot = release;
+        if (settled) release();
+        else send();
       });
-      built.on('error', (err: Error) => {
-        if (settled) return;
-        const code = errorCode(err);
-        if (retryOnStaleSocket && built.reusedSocket && code === 'ECONNRESET') {
-          settle('retry');
-          return;
-        }
-        const errorClass = classifyError(code, phase);
-        settle({ ok: false, errorClass, durationMs: elapsed(), address: connectedAddress(), message: `${errorClass} error delivering to ${host}: ${code}` });
-      });
-      built.end(a.body);
     });
   }
 
