@@ -90,16 +90,20 @@ export function formatProfileSummary(s: ProfileSummary, events?: number): string
 }
 
 /**
- * Two profiles side by side, in µs of CPU per event by stage (busy stages of
+ * Two profiles side by side, in µs of CPU per event (or delivery) by stage (busy stages of
  * either, largest difference first), with the difference `a − b`.
  */
-export function formatProfileComparison(a: { label: string; summary: ProfileSummary; events: number }, b: { label: string; summary: ProfileSummary; events: number }): string[] {
+export function formatProfileComparison(
+  a: { label: string; summary: ProfileSummary; events: number },
+  b: { label: string; summary: ProfileSummary; events: number },
+  unit: 'event' | 'delivery' = 'event',
+): string[] {
   const per = (s: ProfileSummary, events: number) => new Map(s.stages.filter(([n]) => !NOT_BUSY.has(n)).map(([n, us]) => [n, us / events]));
   const pa = per(a.summary, a.events);
   const pb = per(b.summary, b.events);
   const names = [...new Set([...pa.keys(), ...pb.keys()])].sort((x, y) => (pa.get(y) ?? 0) - (pb.get(y) ?? 0) - ((pa.get(x) ?? 0) - (pb.get(x) ?? 0)));
   const cell = (v: number) => v.toFixed(2).padStart(9);
-  const lines = [`  ${'stage (µs of CPU per event)'.padEnd(42)} ${a.label.padStart(11)} ${b.label.padStart(11)} ${'difference'.padStart(11)}`];
+  const lines = [`  ${`stage (µs of CPU per ${unit})`.padEnd(42)} ${a.label.padStart(11)} ${b.label.padStart(11)} ${'difference'.padStart(11)}`];
   for (const n of names) {
     const x = pa.get(n) ?? 0;
     const y = pb.get(n) ?? 0;

@@ -6,16 +6,20 @@ import { playerEvent } from './workload.ts';
 import type { StackWorker } from './worker-client.ts';
 
 /**
- * Where the phase's requests go: one stack (every service in one process),
- * or a split deployment of two processes on the same topics, the intake in
- * one (SERVICES=ingest) and the projector, API, fan-out and admin in the
- * other, so each has an event loop of its own.
+ * Where the phase's requests go: the intake's process and the one that
+ * projects and serves reads. The same stack for every service in one process;
+ * two for a split deployment on the same topics (SERVICES=ingest in one, the
+ * projector, API, fan-out and admin in the other), each with an event loop
+ * of its own.
  */
-export type FreshnessTargets = { kind: 'one process'; stack: StackWorker } | { kind: 'split'; ingest: StackWorker; rest: StackWorker };
+export interface FreshnessTargets {
+  deployment: 'one process' | 'split';
+  ingest: StackWorker;
+  reads: StackWorker;
+}
 
 export interface FreshnessResult {
-  /** 'one process' or 'split' (FreshnessTargets). */
-  deployment: FreshnessTargets['kind'];
+  deployment: FreshnessTargets['deployment'];
   targetPerSec: number;
   achievedPerSec: number;
   measureSec: number;
@@ -101,11 +105,11 @@ export async function benchFreshness(
     probeEvery: number;
   },
 ): Promise<FreshnessResult> {
-  const intakeWorker = targets.kind === 'split' ? targets.ingest : targets.stack;
-  const worker = targets.kind === 'split' ? targets.rest : targets.stack;
-  const sender = new HttpClient(intakeWorker.ready.url, 128);
+  const { ingest, reads: worker } = targets;
+  const split = ingest !== worker;
+  const sender = new HttpClient(ingest.ready.url, 128);
   const poller = new HttpClient(worker.ready.url, 1);
-  const intakeMetrics = targets.kind === 'split' ? new HttpClient(intakeWorker.ready.url, 1) : poller;
+  const intakeMetrics = split ? new HttpClient(ingest.ready.url, 1) : poller;
   const headers = { 'x-player-key': opts.playerKey };
   const auth = { authorization: `Bearer ${opts.apiKey}` };
   // Bodies are pre-serialised but for the last event, which is a probe or a filler.
@@ -214,8 +218,8 @@ export async function benchFreshness(
   };
 
   const meter = new CpuMeter(
-    targets.kind === 'split'
-      ? { bench: process.pid, 'service: ingest': targets.ingest.pid, 'service: projector, api, fanout, admin': targets.rest.pid, broker: ctx.brokerPid }
+    split
+      ? { bench: process.pid, 'service: ingest': ingest.pid, 'service: projector, api, fanout, admin': worker.pid, broker: ctx.brokerPid }
       : { bench: process.pid, service: worker.pid, broker: ctx.brokerPid },
   );
   const before = await counters(intakeMetrics, poller);
@@ -228,7 +232,7 @@ export async function benchFreshness(
   for (let i = 0; inflight > 0 && i < 500; i++) await sleep(10);
   sender.close();
   poller.close();
-  if (intakeMetrics !== poller) intakeMetrics.close();
+  if (split) intakeMetrics.close();
 
   const seen = probes.filter((p) => p.visibleAt !== undefined && p.ackAt !== undefined);
   const fresh = seen.map((p) => Math.max(0, p.visibleAt! - p.ackAt!));
@@ -236,7 +240,7 @@ export async function benchFreshness(
   // An acknowledged probe never seen counts as later than anything seen.
   const withUnseen = [...fresh, ...Array.from({ length: unseen }, () => Number.POSITIVE_INFINITY)];
   return {
-    deployment: targets.kind,
+    deployment: targets.deployment,
     targetPerSec: opts.rate,
     achievedPerSec: (measuredBatches * opts.batch) / (opts.measureMs / 1000),
     measureSec: opts.measureMs / 1000,

@@ -259,29 +259,33 @@ export async function benchIntake(
     let profile: IntakeResult['profile'];
     let passthroughProfile: IntakeResult['passthroughProfile'];
     if (process.env.BENCH_INTAKE_PROFILE !== '0') {
-      // BENCH_INTAKE_PROFILE_DIR=<dir> also keeps the profile as <dir>/intake-steady.cpuprofile.
+      // BENCH_INTAKE_PROFILE_DIR=<dir> also keeps the profiles as <dir>/intake-steady.cpuprofile and passthrough-steady.cpuprofile.
       const dir = process.env.BENCH_INTAKE_PROFILE_DIR;
-      const file = dir ? join(dir, 'intake-steady.cpuprofile') : undefined;
-      await worker.rpc({ op: 'profileStart' });
-      meter.start();
-      const res = await closedLoop(opts.roundMs, opts.concurrency, ops.intake);
-      const cores = meter.stop();
-      const cpu = await worker.rpc<CpuProfile>({ op: 'profileStop', path: file }, 300_000);
-      const events = res.requests * opts.batch;
-      profile = { events, seconds: res.seconds, eventsPerSec: events / res.seconds, cores: cores.service ?? Number.NaN, summary: summarizeProfile(cpu), file };
-      ctx.progress(`intake: profiled round, ${Math.round(profile.eventsPerSec)} events/s, ${(profile.summary.busyUs / 1e6).toFixed(1)} s busy`);
-
+      /** One more closed-loop round of `mode` with the profiler of the process that serves it on. */
+      const profiledRound = async (mode: 'intake' | 'passthrough', profiler: { start(): Promise<unknown>; stop(): Promise<CpuProfile> }, proc: string): Promise<ProfiledRound> => {
+        const file = dir ? join(dir, `${mode}-steady.cpuprofile`) : undefined;
+        await profiler.start();
+        meter.start();
+        const res = await closedLoop(opts.roundMs, opts.concurrency, ops[mode]);
+        const cores = meter.stop();
+        const cpu = await profiler.stop();
+        if (file) writeFileSync(file, JSON.stringify(cpu));
+        const events = res.requests * opts.batch;
+        const round = { events, seconds: res.seconds, eventsPerSec: events / res.seconds, cores: cores[proc] ?? Number.NaN, summary: summarizeProfile(cpu), file };
+        ctx.progress(`intake: profiled ${mode} round, ${Math.round(round.eventsPerSec)} events/s, ${(round.summary.busyUs / 1e6).toFixed(1)} s busy`);
+        return round;
+      };
+      profile = await profiledRound(
+        'intake',
+        { start: () => worker.rpc({ op: 'profileStart' }), stop: () => worker.rpc<CpuProfile>({ op: 'profileStop' }, 300_000) },
+        'service',
+      );
       // The passthrough the same way, so the two can be compared stage by stage.
-      const ptFile = dir ? join(dir, 'passthrough-steady.cpuprofile') : undefined;
-      await childProfile(ptChild, 'profileStart');
-      meter.start();
-      const ptRes = await closedLoop(opts.roundMs, opts.concurrency, ops.passthrough);
-      const ptCores = meter.stop();
-      const ptCpu = (await childProfile(ptChild, 'profileStop')).profile!;
-      if (ptFile) writeFileSync(ptFile, JSON.stringify(ptCpu));
-      const ptEvents = ptRes.requests * opts.batch;
-      passthroughProfile = { events: ptEvents, seconds: ptRes.seconds, eventsPerSec: ptEvents / ptRes.seconds, cores: ptCores.passthrough ?? Number.NaN, summary: summarizeProfile(ptCpu), file: ptFile };
-      ctx.progress(`intake: profiled passthrough round, ${Math.round(passthroughProfile.eventsPerSec)} events/s, ${(passthroughProfile.summary.busyUs / 1e6).toFixed(1)} s busy`);
+      passthroughProfile = await profiledRound(
+        'passthrough',
+        { start: () => childProfile(ptChild, 'profileStart'), stop: async () => (await childProfile(ptChild, 'profileStop')).profile! },
+        'passthrough',
+      );
     }
     ctx.progress(`intake: ${intakeAccepted} events accepted by POST /v1/collect in all (warm-up included)`);
     const per = <T>(f: (rs: RoundResult[]) => T) => Object.fromEntries(INTAKE_MODES.map((m) => [m, f(rounds[m])])) as Record<IntakeMode, T>;

@@ -202,12 +202,12 @@ async function main(): Promise<void> {
     /** Freshness at each rate: against `worker` (every service in one process), then against a split deployment. */
     const freshnessPhases = async (worker: StackWorker): Promise<FreshnessResult[]> => {
       const results: FreshnessResult[] = [];
-      const phase = async (targets: FreshnessTargets, adminUrl: string, rate: number, label: string) => {
-        const admin = new HttpClient(adminUrl, 2);
+      const phase = async (targets: FreshnessTargets, rate: number, label: string) => {
+        const admin = new HttpClient(targets.reads.ready.url, 2);
         const fresh = await setupTenant(admin, adminToken, `bench freshness ${label}`, 9, true);
         admin.close();
-        if (targets.kind === 'split') await playerKeyKnown(targets.ingest.ready.url, fresh.tenant.player_key);
-        ctx.progress(`freshness (${targets.kind}): ${rate} events/s for ${PLAN.freshnessMeasureMs / 1000} s (after ${PLAN.freshnessWarmupMs / 1000} s warm-up)`);
+        if (targets.deployment === 'split') await playerKeyKnown(targets.ingest.ready.url, fresh.tenant.player_key);
+        ctx.progress(`freshness (${targets.deployment}): ${rate} events/s for ${PLAN.freshnessMeasureMs / 1000} s (after ${PLAN.freshnessWarmupMs / 1000} s warm-up)`);
         loads[`freshness ${label}`] = os.loadavg()[0]!;
         results.push(
           await benchFreshness(ctx, targets, {
@@ -224,14 +224,14 @@ async function main(): Promise<void> {
           }),
         );
       };
-      for (const rate of PLAN.freshnessRates) await phase({ kind: 'one process', stack: worker }, worker.ready.url, rate, String(rate));
+      for (const rate of PLAN.freshnessRates) await phase({ deployment: 'one process', ingest: worker, reads: worker }, rate, String(rate));
       for (const rate of PLAN.freshnessSplitRates) {
         // Two processes on the same topics; the other stacks are idle meanwhile.
         const { worker: rest, prefix } = await ctx.startWorker(`split-rest-${rate}`, 'projector,fanout,api,admin');
         try {
           const { worker: ingest } = await ctx.startWorker(`split-ingest-${rate}`, 'ingest', { KAFKA_TOPIC_PREFIX: prefix });
           try {
-            await phase({ kind: 'split', ingest, rest }, rest.ready.url, rate, `split ${rate}`);
+            await phase({ deployment: 'split', ingest, reads: rest }, rate, `split ${rate}`);
           } finally {
             await ingest.stop();
           }

@@ -6,7 +6,7 @@
  * to the same directory coexist in one process (but binds one directory per
  * process, which is why the parent cannot open it).
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 import { createClickHouse, type ClickHouseClient } from '../shared/clickhouse/clickhouse.ts';
@@ -117,11 +117,8 @@ async function main(): Promise<void> {
       case 'profileStart':
         await profiler.start();
         return { started: true };
-      case 'profileStop': {
-        const profile = await profiler.stop();
-        if (req.path) writeFileSync(req.path, JSON.stringify(profile));
-        return profile;
-      }
+      case 'profileStop':
+        return profiler.stop();
       case 'stop':
         await stop();
         setImmediate(() => process.exit(0));

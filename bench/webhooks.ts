@@ -748,7 +748,8 @@ async function main(): Promise<void> {
 
     // One more round of each with the V8 profiler on in its process (after the
     // measured rounds, so it costs them nothing): where a delivery's CPU goes.
-    let profiled: { fanout: { summary: ProfileSummary; deliveries: number; rate: number; cores: number }; raw: { summary: ProfileSummary; deliveries: number; rate: number; cores: number } } | undefined;
+    type ProfiledRound = { summary: ProfileSummary; deliveries: number; rate: number; cores: number };
+    let profiled: { fanout: ProfiledRound; raw: ProfiledRound } | undefined;
     if (process.env.BENCH_WEBHOOK_PROFILE !== '0') {
       progress('profiled rounds: fan-out, then raw loop, with the V8 profiler on');
       await worker.rpc({ op: 'profileStart' });
@@ -922,7 +923,7 @@ async function main(): Promise<void> {
       const { fanout: f, raw: r } = profiled;
       out();
       out(`Where a delivery's CPU goes: one more round of each with the V8 profiler on in its process, after the measured rounds (fan-out ${fmtInt(f.rate)}/s, stack ${f.cores.toFixed(2)} cores; raw loop ${fmtInt(r.rate)}/s, ${r.cores.toFixed(2)} cores). The stack's main thread only: TLS encryption and socket writes are native frames ("(program) / native"); samples are wall-clock, so time a thread spends preempted inside a loopback write (which wakes the broker or the receiver on the same 2 cores) counts there too. The stack also runs the intake of each event.`);
-      for (const line of formatProfileComparison({ label: 'fan-out', summary: f.summary, events: f.deliveries }, { label: 'raw loop', summary: r.summary, events: r.deliveries })) out(line.replace('per event', 'per delivery'));
+      for (const line of formatProfileComparison({ label: 'fan-out', summary: f.summary, events: f.deliveries }, { label: 'raw loop', summary: r.summary, events: r.deliveries }, 'delivery')) out(line);
       out('top self-time functions of the stack (busy):');
       for (const [k, us] of f.summary.top) out(`  ${((us / f.summary.busyUs) * 100).toFixed(1).padStart(5)}%  ${k}`);
     }

@@ -9,8 +9,8 @@ export type WorkerRequest = { id: number } & (
   | { op: 'stats'; reset?: boolean }
   /** Starts the V8 CPU profiler in the stack process (node:inspector), e.g. after a warm-up. */
   | { op: 'profileStart' }
-  /** Stops it; returns the profile (a .cpuprofile object) and writes it to `path` when given. */
-  | { op: 'profileStop'; path?: string }
+  /** Stops it; returns the profile (a .cpuprofile object). */
+  | { op: 'profileStop' }
   | { op: 'stop' }
 );
 
