@@ -6,7 +6,7 @@ import { type BenchContext, sleep } from './context.ts';
 import { CpuMeter } from './cpu.ts';
 import { HttpClient } from './http-client.ts';
 import { median, promSample } from './stats.ts';
-import type { RawInsertResult, WatchResult } from './worker-protocol.ts';
+import type { ProcessStats, RawInsertResult, WatchResult } from './worker-protocol.ts';
 import { kafkaMessages, playerEvent, recordOf } from './workload.ts';
 import { JavaCompatiblePartitioner } from '../shared/kafka/partitioner.ts';
 
@@ -27,6 +27,8 @@ export interface ProjectorRound {
   /** Seconds from the stack being up to the last row (the projector starts inside startStack, a little earlier). */
   wallSec: number;
   cores: Record<string, number>;
+  /** The service's event-loop delay while it drained the backlog, ms. */
+  eld: { p99: number; max: number };
   raw: RawInsertResult;
 }
 
@@ -109,8 +111,10 @@ export async function benchProjector(ctx: BenchContext, opts: { events: number; 
     try {
       const meter = new CpuMeter({ service: worker.pid, broker: ctx.brokerPid });
       meter.start();
+      await worker.rpc<ProcessStats>({ op: 'stats', reset: true });
       const watch = await worker.rpc<WatchResult>({ op: 'awaitWatch' }, 200_000);
       const cores = meter.stop();
+      const stats = await worker.rpc<ProcessStats>({ op: 'stats' });
       if (!watch.reached) throw new Error(`projector: only ${watch.count} of ${opts.events} rows after ${(watch.doneAt - watch.watchStartedAt) / 1000} s`);
       const { startedAt, readyAt } = worker.ready;
       const first = watch.timeline.find(([, c]) => c > 0)!;
@@ -150,6 +154,7 @@ export async function benchProjector(ctx: BenchContext, opts: { events: number; 
         insertTotalSec: insertSec,
         wallSec: projectionSec,
         cores,
+        eld: { p99: stats.eldP99, max: stats.eldMax },
         raw,
       };
       rounds.push(round);

@@ -393,7 +393,7 @@ function reportProjector(projector: ProjectorResult): void {
   out();
   out(
     table([
-      ['round', 'projector steady', 'incl. group join', 'start→first rows', 'inserts', 'mean batch', 'mean insert', 'insert total / wall', 'raw insert +view', 'raw insert table', 'CPU cores used'],
+      ['round', 'projector steady', 'incl. group join', 'start→first rows', 'inserts', 'mean batch', 'mean insert', 'insert total / wall', 'event loop p99 / max', 'raw insert +view', 'raw insert table', 'CPU cores used'],
       ...projector.rounds.map((r, i) => [
         String(i + 1),
         `${fmtInt(r.steadyPerSec)}/s`,
@@ -403,6 +403,7 @@ function reportProjector(projector: ProjectorResult): void {
         fmtInt(r.meanBatch),
         fmtMs(r.meanInsertMs),
         `${r.insertTotalSec.toFixed(1)} s / ${r.wallSec.toFixed(1)} s`,
+        `${fmtMs(r.eld.p99)} / ${fmtMs(r.eld.max)}`,
         `${fmtInt(r.raw.withMv[0]!)}/s`,
         `${fmtInt(r.raw.plain[0]!)}/s`,
         fmtCores(r.cores),

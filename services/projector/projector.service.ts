@@ -2,6 +2,7 @@ import type { Kafka } from 'kafkajs';
 import { PlayerEventRecord, SecurityEventRecord, VideoRecord, WebhookAttemptRecord } from '../../schemas/records.ts';
 import type { SchemaRegistry } from '../../schemas/registry.ts';
 import { chTime, type ClickHouseClient } from '../../shared/clickhouse/clickhouse.ts';
+import { insertRows, serializeRow } from '../../shared/clickhouse/insert-rows.ts';
 import { BatchConsumer, type BatchItem } from '../../shared/kafka/batch-consumer.ts';
 import { groupProblems } from '../../shared/kafka/group-member.ts';
 import type { DeadLetterSink } from '../../shared/kafka/dead-letters.ts';
@@ -44,7 +45,7 @@ export async function startProjector(deps: ProjectorDeps) {
 
   const insert = async (table: string, values: object[]): Promise<void> => {
     const started = performance.now();
-    await deps.clickhouse.insert({ table, values, format: 'JSONEachRow' });
+    await insertRows(deps.clickhouse, table, values);
     deps.metrics.insertDuration.observe({ table }, (performance.now() - started) / 1000);
   };
 
@@ -57,11 +58,12 @@ export async function startProjector(deps: ProjectorDeps) {
     ...common,
     groupId: PROJECTOR_GROUP,
     topics: [deps.topics.playerEvents],
-    // The row is built as the record is decoded, on arrival: that overlaps
-    // the running insert instead of delaying the next one (BatchConsumer).
+    // The row is built and serialized as the record is decoded, on arrival:
+    // that overlaps the running insert instead of delaying the next one
+    // (BatchConsumer, insert-rows.ts).
     decode: (message) => {
       const d = decodeEvent(message);
-      return d.kind === 'value' ? { kind: 'value', value: eventRow(d.value) } : d;
+      return d.kind === 'value' ? { kind: 'value', value: serializeRow(eventRow(d.value)) } : d;
     },
     maxMessages: deps.maxRows,
     handle: async (items) => {

@@ -80,7 +80,36 @@ export async function migrate(client: ClickHouseClient, log: Logger, dir = MIGRA
   return applied;
 }
 
-/** ClickHouse DateTime64 text for a millisecond timestamp. */
-export function chTime(ms: number): string {
+/** ClickHouse DateTime64 text for a millisecond timestamp (the reference form; see chTime). */
+export function chTimeOf(ms: number): string {
   return new Date(ms).toISOString().replace('T', ' ').replace('Z', '');
+}
+
+/**
+ * The `YYYY-MM-DD hh:mm:ss.` of the last two whole seconds formatted. The
+ * projector formats two times per event (timestamp, received_at), and a
+ * batch's events share a few seconds: with these, most calls are one
+ * division and one concatenation instead of a Date, an ISO string and two
+ * replaces (6 % of the projector's CPU before).
+ */
+const secondPrefixes: [number, string][] = [
+  [Number.NaN, ''],
+  [Number.NaN, ''],
+];
+
+/** ClickHouse DateTime64(3) text for a millisecond timestamp: `YYYY-MM-DD hh:mm:ss.mmm` (UTC), as chTimeOf. */
+export function chTime(ms: number): string {
+  const sec = Math.floor(ms / 1000);
+  const frac = ms - sec * 1000;
+  // Fractions of a ms and years outside 1970–9999 take the reference path.
+  if (!Number.isInteger(frac) || sec < 0 || sec >= 253402300800) return chTimeOf(ms);
+  let prefix: string;
+  if (secondPrefixes[0]![0] === sec) prefix = secondPrefixes[0]![1];
+  else if (secondPrefixes[1]![0] === sec) prefix = secondPrefixes[1]![1];
+  else {
+    prefix = `${new Date(sec * 1000).toISOString().slice(0, 19).replace('T', ' ')}.`;
+    secondPrefixes[1] = secondPrefixes[0]!;
+    secondPrefixes[0] = [sec, prefix];
+  }
+  return prefix + (frac < 10 ? `00${frac}` : frac < 100 ? `0${frac}` : `${frac}`);
 }

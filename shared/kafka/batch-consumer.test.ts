@@ -94,3 +94,144 @@ describe('BatchConsumer when decoding fails transiently', () => {
     return out;
   }
 });
+
+/** Against the run's real broker: when offsets are committed, around handler calls, a failed call and stop(). */
+describe('BatchConsumer offset commits', () => {
+  const fx = consumerFixture('batch-commit', 2);
+
+  it('commits the offsets of a handler call only after it succeeded, in order, and before stop() returns', async () => {
+    const group = `batch-commit-${fx.id}`;
+    const { topic, log } = fx;
+    const producer = fx.kafka.producer();
+    await producer.connect();
+    // 40 records per partition, sent in 4 sends each: several handler calls.
+    for (let round = 0; round < 4; round++) {
+      for (const partition of [0, 1]) {
+        await producer.send({ topic, messages: Array.from({ length: 10 }, (_, i) => ({ partition, value: `c${partition}-${round * 10 + i}` })) });
+      }
+    }
+    await producer.disconnect();
+    const ends = await fx.admin.fetchTopicOffsets(topic);
+    const end = new Map(ends.map((p) => [p.partition, Number(p.high)]));
+
+    const handled = new Map<number, number>(); // partition → records handled (their next offset)
+    const violations: string[] = [];
+    let calls = 0;
+    let failedOnce = false;
+    let allHandled!: () => void;
+    const done = new Promise<void>((r) => (allHandled = r));
+    const consumer = new BatchConsumer<string>({
+      kafka: fx.kafka,
+      log,
+      metrics: createMetrics(),
+      groupId: group,
+      topics: [topic],
+      decode: (m) => ({ kind: 'value', value: m.value!.toString() }),
+      deadLetters: fx.deadLetters(),
+      stallMs: 60_000,
+      flushMs: 5,
+      maxMessages: 15,
+      handle: async (items) => {
+        calls++;
+        // What is committed now never goes past what earlier calls handled.
+        const [committed] = await fx.admin.fetchOffsets({ groupId: group, topics: [topic] });
+        for (const p of committed!.partitions) {
+          const offset = Number(p.offset);
+          if (offset > (handled.get(p.partition) ?? 0)) violations.push(`call ${calls}: partition ${p.partition} committed ${offset}, handled ${handled.get(p.partition) ?? 0}`);
+        }
+        // The third call fails once: its records must be neither committed nor skipped.
+        if (calls === 3 && !failedOnce) {
+          failedOnce = true;
+          throw new Error('ClickHouse unavailable');
+        }
+        for (const item of items) handled.set(item.partition, Math.max(handled.get(item.partition) ?? 0, Number(item.message.offset) + 1));
+        if ([0, 1].every((p) => handled.get(p) === end.get(p))) allHandled();
+      },
+    });
+    await consumer.start();
+    await done;
+    // stop() right as the last call returns: its commit is still to be sent.
+    await consumer.stop(10_000);
+    const [committed] = await fx.admin.fetchOffsets({ groupId: group, topics: [topic] });
+    expect(committed!.partitions.map((p) => [p.partition, Number(p.offset)]).sort()).toEqual([
+      [0, end.get(0)],
+      [1, end.get(1)],
+    ]);
+    expect(failedOnce).toBe(true);
+    expect(calls).toBeGreaterThanOrEqual(4);
+    expect(violations).toEqual([]);
+  }, 90_000);
+});
+
+/** Against the run's real broker: how a backlog is fetched and decoded. */
+describe('BatchConsumer fetches', () => {
+  const fx = consumerFixture('batch-fetch', 2);
+
+  it('decodes each partition batch of a fetch in a turn of the event loop of its own, and takes a record larger than a fetch', async () => {
+    const { topic, log } = fx;
+    const producer = fx.kafka.producer();
+    await producer.connect();
+    for (const partition of [0, 1]) {
+      await producer.send({ topic, messages: Array.from({ length: 200 }, (_, i) => ({ partition, value: `f${partition}-${i}` })) });
+    }
+    // One record past the consumer's per-partition fetch bound (256 KB).
+    const big = 'x'.repeat(400 * 1024);
+    await producer.send({ topic, messages: [{ partition: 1, value: big }] });
+    await producer.disconnect();
+
+    // What happened, in order: a record decoded (its partition) or a timer fired.
+    const trace: string[] = [];
+    const timer = setInterval(() => trace.push('tick'), 0);
+    const handled = new Set<string>();
+    const consumer = new BatchConsumer<string>({
+      kafka: fx.kafka,
+      log,
+      metrics: createMetrics(),
+      groupId: `batch-fetch-${fx.id}`,
+      topics: [topic],
+      decode: (m) => {
+        const until = performance.now() + 0.05; // a decoder's cost, so that timers fall due
+        while (performance.now() < until);
+        const value = m.value!.toString();
+        trace.push(value === big ? 'big' : value.slice(0, 2));
+        return { kind: 'value', value };
+      },
+      deadLetters: fx.deadLetters(),
+      stallMs: 60_000,
+      flushMs: 5,
+      maxMessages: 1000,
+      handle: async (items) => {
+        for (const item of items) if (item.record.kind === 'value') handled.add(item.record.value);
+      },
+    });
+    try {
+      await consumer.start();
+      await expect.poll(() => handled.size, { timeout: 30_000 }).toBe(401);
+      expect(handled.has(big)).toBe(true);
+    } finally {
+      clearInterval(timer);
+      await consumer.stop(5_000);
+    }
+    // Wherever the decoding moves from one partition to the other, the event
+    // loop turned in between.
+    const records = trace.filter((t) => t !== 'tick');
+    expect(records.filter((r) => r === 'f0')).toHaveLength(200);
+    let switches = 0;
+    let last: string | undefined;
+    let ticked = false;
+    for (const t of trace) {
+      if (t === 'tick') {
+        ticked = true;
+        continue;
+      }
+      const partition = t === 'big' ? 'f1' : t;
+      if (last !== undefined && partition !== last) {
+        switches++;
+        expect(ticked, `a switch to ${partition} without a turn of the event loop`).toBe(true);
+      }
+      last = partition;
+      ticked = false;
+    }
+    expect(switches).toBeGreaterThanOrEqual(1);
+  }, 90_000);
+});

@@ -53,9 +53,19 @@ export class BatchConsumer<T> extends GroupMember<T> {
   #flushing: Promise<void> | undefined;
   #timer: NodeJS.Timeout | undefined;
   #retryDelayMs = 0;
+  /** Settles when the partition batch being decoded (or waiting to be) is done. */
+  #decoding: Promise<void> = Promise.resolve();
 
   constructor(opts: BatchConsumerOptions<T>) {
-    super({ ...opts, consumer: { maxWaitTimeInMs: 50, maxBytesPerPartition: 4 * 1024 * 1024, ...opts.consumer } });
+    // Small fetches: kafkajs decodes a fetch response, and this consumer
+    // decodes each partition's batch, in one turn of the event loop each.
+    // With 10 MB responses of 4 MB batches (kafkajs' default and ours
+    // before), a process draining a backlog held its event loop for
+    // 400-700 ms at a time (docs/performance.md); the API and the intake
+    // in the same process stalled as long. A record batch larger than these
+    // bounds is still fetched whole (the broker always returns the first
+    // batch of a partition).
+    super({ ...opts, consumer: { maxWaitTimeInMs: 50, maxBytes: 1024 * 1024, maxBytesPerPartition: 256 * 1024, ...opts.consumer } });
   }
 
   protected override onRevoked(): void {
@@ -101,13 +111,38 @@ export class BatchConsumer<T> extends GroupMember<T> {
 
   async #eachBatch({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
     if (batch.messages.length === 0 || !isRunning() || isStale() || this.stopping) return;
+    // kafkajs hands over every partition's batch of a fetch response at
+    // once. They are decoded one after the other, each in a turn of the
+    // event loop of its own: decoded together they held the loop for as
+    // long as all of them took.
+    const previous = this.#decoding;
+    let decoded!: () => void;
+    this.#decoding = new Promise<void>((resolve) => (decoded = resolve));
+    try {
+      await previous;
+      await new Promise((resolve) => setImmediate(resolve));
+      if (!isRunning() || isStale() || this.stopping) return;
+      this.#decode(batch, resolveOffset);
+    } finally {
+      decoded();
+    }
+    // Backpressure: stop fetching while too much waits for the handler.
+    while (this.#pending.length >= 2 * this.opts.maxMessages && this.#flushing && isRunning() && !this.stopping) {
+      await this.#flushing.catch(() => undefined);
+      await heartbeat();
+    }
+  }
+
+  /**
+   * Decoded on arrival, not when the handler call is made: decoding (wire
+   * format, Avro, zod) is the consumer's main CPU cost, and done here it
+   * overlaps the running handler call (a ClickHouse insert, on chdb's own
+   * threads) instead of delaying the next one. A decoder failure that is not
+   * poison is left to the handler call, whose failures are transient
+   * (retried, never skipped).
+   */
+  #decode(batch: EachBatchPayload['batch'], resolveOffset: EachBatchPayload['resolveOffset']): void {
     const generation = this.generation;
-    // Decoded on arrival, not when the handler call is made: decoding (wire
-    // format, Avro, zod) is the consumer's main CPU cost, and done here it
-    // overlaps the running handler call (a ClickHouse insert, on chdb's own
-    // threads) instead of delaying the next one.
-    // A decoder failure that is not poison is left to the handler call, whose
-    // failures are transient (retried, never skipped).
     for (const message of batch.messages) {
       let outcome: Outcome<T> | undefined;
       try {
@@ -122,11 +157,6 @@ export class BatchConsumer<T> extends GroupMember<T> {
     resolveOffset(batch.lastOffset());
     this.noteBusy();
     this.#schedule();
-    // Backpressure: stop fetching while too much waits for the handler.
-    while (this.#pending.length >= 2 * this.opts.maxMessages && this.#flushing && isRunning() && !this.stopping) {
-      await this.#flushing.catch(() => undefined);
-      await heartbeat();
-    }
   }
 
   #schedule(): void {

@@ -1,0 +1,114 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { chTime, chTimeOf, createClickHouse, type ClickHouseClient } from './clickhouse.ts';
+import { insertRows, ROWS_PER_TURN, serializeRow } from './insert-rows.ts';
+
+describe('chTime', () => {
+  it('formats every millisecond as the reference (Date.toISOString) does, in any order of calls', () => {
+    const ms = fc.oneof(
+      fc.integer({ min: 0, max: 253_402_300_799_999 }),
+      fc.integer({ min: 1_700_000_000_000, max: 1_700_000_010_000 }), // a few seconds: the cached prefixes are hit
+      fc.double({ min: -1e13, max: 3e14, noNaN: true }), // fractions, negatives, years past 9999: the reference path
+    );
+    fc.assert(
+      fc.property(fc.array(ms, { minLength: 1, maxLength: 50 }), (list) => {
+        for (const m of list) expect(chTime(m)).toBe(chTimeOf(m));
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('pads the fraction and keeps the second of the call, not of the cache', () => {
+    expect(chTime(1_700_000_000_005)).toBe('2023-11-14 22:13:20.005');
+    expect(chTime(1_700_000_001_050)).toBe('2023-11-14 22:13:21.050');
+    expect(chTime(1_700_000_000_999)).toBe('2023-11-14 22:13:20.999');
+    expect(chTime(1_700_000_002_000)).toBe('2023-11-14 22:13:22.000');
+    expect(chTime(0)).toBe('1970-01-01 00:00:00.000');
+  });
+});
+
+describe('insertRows (embedded ClickHouse)', () => {
+  let dir: string;
+  let ch: ClickHouseClient;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'va-insert-rows-'));
+    ch = (await createClickHouse({ dataDir: dir })).client;
+    await ch.command({
+      query: `CREATE TABLE t (id UInt32, name String, note Nullable(String), at DateTime64(3, 'UTC')) ENGINE = MergeTree ORDER BY id`,
+    });
+  });
+
+  afterAll(async () => {
+    await ch?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const read = async () => {
+    const rs = await ch.query({ query: 'SELECT id, name, note, toString(at) AS at FROM t WHERE id < 1000 ORDER BY id', format: 'JSONEachRow' });
+    return rs.json<{ id: number; name: string; note: string | null; at: string }>();
+  };
+
+  it('inserts every row as it is, text that needs escaping included', async () => {
+    await insertRows(ch, 't', [
+      { id: 1, name: 'tab\there "quoted" \\ ünïcode', note: null, at: chTime(1_700_000_000_123) },
+      { id: 2, name: 'line', note: 'x\ny', at: chTime(1_700_000_000_000) },
+      { id: 3, name: '', note: '', at: chTime(1_700_000_000_999) },
+    ]);
+    expect(await read()).toEqual([
+      { id: 1, name: 'tab\there "quoted" \\ ünïcode', note: null, at: '2023-11-14 22:13:20.123' },
+      { id: 2, name: 'line', note: 'x\ny', at: '2023-11-14 22:13:20.000' },
+      { id: 3, name: '', note: '', at: '2023-11-14 22:13:20.999' },
+    ]);
+  });
+
+  it('takes the line of a row serialized on arrival, and serializes a changed copy as it is now', async () => {
+    const kept = serializeRow({ id: 4, name: 'as decoded', note: null, at: chTime(1_700_000_000_004) });
+    const original = serializeRow({ id: 5, name: 'before', note: null, at: chTime(1_700_000_000_005) });
+    const changed = { ...original, name: 'after' }; // a new object, as the dedupe step makes one
+    // A row mutated after serializeRow keeps the line it had (the contract: do not).
+    const mutated = serializeRow({ id: 6, name: 'serialized', note: null, at: chTime(1_700_000_000_006) });
+    mutated.name = 'mutated later';
+    await insertRows(ch, 't', [kept, changed, mutated]);
+    expect((await read()).filter((r) => r.id >= 4)).toEqual([
+      { id: 4, name: 'as decoded', note: null, at: '2023-11-14 22:13:20.004' },
+      { id: 5, name: 'after', note: null, at: '2023-11-14 22:13:20.005' },
+      { id: 6, name: 'serialized', note: null, at: '2023-11-14 22:13:20.006' },
+    ]);
+  });
+
+  it('serializes a large batch over several turns of the event loop and inserts it whole', async () => {
+    const n = 2 * ROWS_PER_TURN + 500;
+    let serialized = 0;
+    const rows = Array.from({ length: n }, (_, i) => ({
+      toJSON: () => {
+        serialized++;
+        return { id: 1000 + i, name: `r${i}`, note: null, at: chTime(1_700_000_000_000 + i) };
+      },
+    }));
+    // A timer that fires while the batch is being serialized: with all rows
+    // serialized in one turn it would first see every row done.
+    let seenAtFirstTick: number | undefined;
+    const timer = setInterval(() => (seenAtFirstTick ??= serialized), 0);
+    await insertRows(ch, 't', rows).finally(() => clearInterval(timer));
+    expect(serialized).toBe(n);
+    expect(seenAtFirstTick).toBeLessThan(n);
+    const rs = await ch.query({ query: 'SELECT toString(count()) AS c, toString(min(id)) AS lo, toString(max(id)) AS hi, toString(uniqExact(name)) AS u FROM t WHERE id >= 1000', format: 'JSONEachRow' });
+    expect((await rs.json())[0]).toEqual({ c: String(n), lo: '1000', hi: String(1000 + n - 1), u: String(n) });
+  });
+
+  it('sends nothing for no rows and refuses a table name that is not an identifier', async () => {
+    await insertRows(ch, 't', []);
+    expect(await read()).toHaveLength(6);
+    await expect(insertRows(ch, 't; DROP TABLE t', [{ id: 9 }])).rejects.toThrow(/not a table name/);
+    expect(await read()).toHaveLength(6);
+  });
+
+  it('fails the call when ClickHouse refuses a row, inserting none of the batch', async () => {
+    await expect(insertRows(ch, 't', [{ id: 10, name: 'ok', note: null, at: chTime(0) }, { id: 'eleven', name: 'bad' }])).rejects.toThrow();
+    expect((await read()).map((r) => r.id)).toEqual([1, 2, 3, 4, 5, 6]);
+  });
+});
