@@ -2,7 +2,7 @@ import type { Kafka } from 'kafkajs';
 import { PlayerEventRecord, SecurityEventRecord, VideoRecord, WebhookAttemptRecord } from '../../schemas/records.ts';
 import type { SchemaRegistry } from '../../schemas/registry.ts';
 import { chTime, type ClickHouseClient } from '../../shared/clickhouse/clickhouse.ts';
-import { insertRows, serializeRow } from '../../shared/clickhouse/insert-rows.ts';
+import { insertRows } from '../../shared/clickhouse/insert-rows.ts';
 import { BatchConsumer, type BatchItem } from '../../shared/kafka/batch-consumer.ts';
 import { groupProblems } from '../../shared/kafka/group-member.ts';
 import type { DeadLetterSink } from '../../shared/kafka/dead-letters.ts';
@@ -43,9 +43,9 @@ export async function startProjector(deps: ProjectorDeps) {
   const PROJECTOR_GROUP = `${deps.groupPrefix}projector`;
   const VIDEOS_GROUP = `${deps.groupPrefix}projector-videos`;
 
-  const insert = async (table: string, values: object[]): Promise<void> => {
+  const insert = async (table: string, values: object[], lines?: ReadonlyMap<object, string>): Promise<void> => {
     const started = performance.now();
-    await insertRows(deps.clickhouse, table, values);
+    await insertRows(deps.clickhouse, table, values, lines);
     deps.metrics.insertDuration.observe({ table }, (performance.now() - started) / 1000);
   };
 
@@ -54,7 +54,7 @@ export async function startProjector(deps: ProjectorDeps) {
   const values = <T>(items: BatchItem<T>[]): T[] => items.flatMap((i) => (i.record.kind === 'value' ? [i.record.value] : []));
 
   const decodeEvent = recordDecoder(deps.registry, 'player-event', PlayerEventRecord);
-  const events = new BatchConsumer<EventRow>({
+  const events = new BatchConsumer<{ row: EventRow; line: string }>({
     ...common,
     groupId: PROJECTOR_GROUP,
     topics: [deps.topics.playerEvents],
@@ -63,12 +63,18 @@ export async function startProjector(deps: ProjectorDeps) {
     // (BatchConsumer, insert-rows.ts).
     decode: (message) => {
       const d = decodeEvent(message);
-      return d.kind === 'value' ? { kind: 'value', value: serializeRow(eventRow(d.value)) } : d;
+      if (d.kind !== 'value') return d;
+      const row = eventRow(d.value);
+      return { kind: 'value', value: { row, line: JSON.stringify(row) } };
     },
     maxMessages: deps.maxRows,
     handle: async (items) => {
-      const rows = await dedupeRetriedEvents(deps.clickhouse, values(items), log);
-      if (rows.length > 0) await insert('events', rows);
+      const decoded = values(items);
+      // A row the dedupe step changes is a new object: it has no line here
+      // and is serialized as it is now.
+      const lines = new Map<object, string>(decoded.map((d) => [d.row, d.line]));
+      const rows = await dedupeRetriedEvents(deps.clickhouse, decoded.map((d) => d.row), log);
+      if (rows.length > 0) await insert('events', rows, lines);
       deps.metrics.batchSize.observe(rows.length);
     },
   });

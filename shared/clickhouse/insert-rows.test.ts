@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chTime, chTimeOf, createClickHouse, type ClickHouseClient } from './clickhouse.ts';
-import { insertRows, ROWS_PER_TURN, serializeRow } from './insert-rows.ts';
+import { insertRows, ROWS_PER_TURN } from './insert-rows.ts';
 
 describe('chTime', () => {
   it('formats every millisecond as the reference (Date.toISOString) does, in any order of calls', () => {
@@ -65,18 +65,19 @@ describe('insertRows (embedded ClickHouse)', () => {
     ]);
   });
 
-  it('takes the line of a row serialized on arrival, and serializes a changed copy as it is now', async () => {
-    const kept = serializeRow({ id: 4, name: 'as decoded', note: null, at: chTime(1_700_000_000_004) });
-    const original = serializeRow({ id: 5, name: 'before', note: null, at: chTime(1_700_000_000_005) });
+  it('takes the line serialized on arrival for a row that has one, and serializes a changed copy as it is now', async () => {
+    const kept = { id: 4, name: 'as decoded', note: null, at: chTime(1_700_000_000_004) };
+    const original = { id: 5, name: 'before', note: null, at: chTime(1_700_000_000_005) };
     const changed = { ...original, name: 'after' }; // a new object, as the dedupe step makes one
-    // A row mutated after serializeRow keeps the line it had (the contract: do not).
-    const mutated = serializeRow({ id: 6, name: 'serialized', note: null, at: chTime(1_700_000_000_006) });
-    mutated.name = 'mutated later';
-    await insertRows(ch, 't', [kept, changed, mutated]);
+    // The line is what was serialized, not the object as it is now.
+    const lined = { id: 6, name: 'now', note: null, at: chTime(1_700_000_000_006) };
+    const lines = new Map<object, string>([kept, original].map((r) => [r, JSON.stringify(r)]));
+    lines.set(lined, JSON.stringify({ ...lined, name: 'on arrival' }));
+    await insertRows(ch, 't', [kept, changed, lined], lines);
     expect((await read()).filter((r) => r.id >= 4)).toEqual([
       { id: 4, name: 'as decoded', note: null, at: '2023-11-14 22:13:20.004' },
       { id: 5, name: 'after', note: null, at: '2023-11-14 22:13:20.005' },
-      { id: 6, name: 'serialized', note: null, at: '2023-11-14 22:13:20.006' },
+      { id: 6, name: 'on arrival', note: null, at: '2023-11-14 22:13:20.006' },
     ]);
   });
 
