@@ -2,13 +2,22 @@ import { describe, expect, it } from 'vitest';
 import { consumerFixture } from '../../test/helpers/consumer-fixture.ts';
 import { metricSum } from '../../test/helpers/kafka-inspect.ts';
 import { createMetrics } from '../metrics.ts';
-import { BatchConsumer } from './batch-consumer.ts';
+import { BatchConsumer, type BatchConsumerOptions } from './batch-consumer.ts';
 import { PoisonRecordError, type Decoded } from './poison.ts';
+
+/** A BatchConsumer of the fixture's topic with the tests' defaults (fresh metrics and dead letters, no stall alarm); `opts` gives the rest. */
+function batchConsumer<T>(
+  fx: ReturnType<typeof consumerFixture>,
+  opts: Pick<BatchConsumerOptions<T>, 'groupId' | 'decode' | 'handle' | 'flushMs' | 'maxMessages'> & Partial<BatchConsumerOptions<T>>,
+): BatchConsumer<T> {
+  const metrics = opts.metrics ?? createMetrics();
+  return new BatchConsumer<T>({ kafka: fx.kafka, log: fx.log, topics: [fx.topic], stallMs: 60_000, metrics, deadLetters: fx.deadLetters(metrics), ...opts });
+}
 
 /** Against the run's real broker: a decoder that fails for a reason other than poison. */
 describe('BatchConsumer when decoding fails transiently', () => {
   const fx = consumerFixture('batch', 2);
-  const { topic, dlq, log } = fx;
+  const { topic, dlq } = fx;
   const groupId = `batch-group-${fx.id}`;
 
   it('retries the records (never skips them, never crashes) and still dead-letters real poison', async () => {
@@ -37,15 +46,10 @@ describe('BatchConsumer when decoding fails transiently', () => {
     const unhandled: unknown[] = [];
     const onUnhandled = (err: unknown) => unhandled.push(err);
     process.on('unhandledRejection', onUnhandled);
-    const consumer = new BatchConsumer<string>({
-      kafka: fx.kafka,
-      log,
+    const consumer = batchConsumer<string>(fx, {
       metrics,
       groupId,
-      topics: [topic],
       decode,
-      deadLetters: fx.deadLetters(metrics),
-      stallMs: 60_000,
       flushMs: 20,
       maxMessages: 100,
       handle: async (items) => {
@@ -101,7 +105,7 @@ describe('BatchConsumer offset commits', () => {
 
   it('commits the offsets of a handler call only after it succeeded, in order, and before stop() returns', async () => {
     const group = `batch-commit-${fx.id}`;
-    const { topic, log } = fx;
+    const { topic } = fx;
     const producer = fx.kafka.producer();
     await producer.connect();
     // 40 records per partition, sent in 4 sends each: several handler calls.
@@ -120,15 +124,9 @@ describe('BatchConsumer offset commits', () => {
     let failedOnce = false;
     let allHandled!: () => void;
     const done = new Promise<void>((r) => (allHandled = r));
-    const consumer = new BatchConsumer<string>({
-      kafka: fx.kafka,
-      log,
-      metrics: createMetrics(),
+    const consumer = batchConsumer<string>(fx, {
       groupId: group,
-      topics: [topic],
       decode: (m) => ({ kind: 'value', value: m.value!.toString() }),
-      deadLetters: fx.deadLetters(),
-      stallMs: 60_000,
       flushMs: 5,
       maxMessages: 15,
       handle: async (items) => {
@@ -168,7 +166,7 @@ describe('BatchConsumer fetches', () => {
   const fx = consumerFixture('batch-fetch', 2);
 
   it('decodes each partition batch of a fetch in a turn of the event loop of its own, and takes a record larger than a fetch', async () => {
-    const { topic, log } = fx;
+    const { topic } = fx;
     const producer = fx.kafka.producer();
     await producer.connect();
     for (const partition of [0, 1]) {
@@ -183,12 +181,8 @@ describe('BatchConsumer fetches', () => {
     const trace: string[] = [];
     const timer = setInterval(() => trace.push('tick'), 0);
     const handled = new Set<string>();
-    const consumer = new BatchConsumer<string>({
-      kafka: fx.kafka,
-      log,
-      metrics: createMetrics(),
+    const consumer = batchConsumer<string>(fx, {
       groupId: `batch-fetch-${fx.id}`,
-      topics: [topic],
       decode: (m) => {
         const until = performance.now() + 0.05; // a decoder's cost, so that timers fall due
         while (performance.now() < until);
@@ -196,8 +190,6 @@ describe('BatchConsumer fetches', () => {
         trace.push(value === big ? 'big' : value.slice(0, 2));
         return { kind: 'value', value };
       },
-      deadLetters: fx.deadLetters(),
-      stallMs: 60_000,
       flushMs: 5,
       maxMessages: 1000,
       handle: async (items) => {

@@ -61,7 +61,7 @@ export class BatchConsumer<T> extends GroupMember<T> {
     // decodes each partition's batch, in one turn of the event loop each.
     // With 10 MB responses of 4 MB batches (kafkajs' default and ours
     // before), a process draining a backlog held its event loop for
-    // 400-700 ms at a time (docs/performance.md); the API and the intake
+    // 0.4-0.9 s at a time (docs/performance.md); the API and the intake
     // in the same process stalled as long. A record batch larger than these
     // bounds is still fetched whole (the broker always returns the first
     // batch of a partition).
