@@ -1,4 +1,5 @@
 import { Readable } from 'node:stream';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { drainStream } from '@clickhouse/client';
 import type { ClickHouseClient } from './clickhouse.ts';
 
@@ -21,22 +22,17 @@ const TABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 export async function insertRows(client: ClickHouseClient, table: string, rows: readonly object[], lines?: ReadonlyMap<object, string>): Promise<void> {
   if (!TABLE_NAME.test(table)) throw new Error(`not a table name: ${JSON.stringify(table)}`);
   if (rows.length === 0) return;
-  const parts: string[] = [];
-  let part = '';
+  let body = '';
   let serializedHere = 0;
   for (const row of rows) {
     let line = lines?.get(row);
     if (line === undefined) {
+      if (serializedHere > 0 && serializedHere % ROWS_PER_TURN === 0) await nextTurn();
       line = JSON.stringify(row);
-      if (++serializedHere % ROWS_PER_TURN === 0) {
-        parts.push(part);
-        part = '';
-        await new Promise((resolve) => setImmediate(resolve));
-      }
+      serializedHere++;
     }
-    part += `${line}\n`;
+    body += `${line}\n`;
   }
-  parts.push(part);
-  const result = await client.exec({ query: `INSERT INTO ${table} FORMAT JSONEachRow`, values: Readable.from(parts.filter((p) => p.length > 0)) });
+  const result = await client.exec({ query: `INSERT INTO ${table} FORMAT JSONEachRow`, values: Readable.from([body]) });
   await drainStream(result.stream);
 }

@@ -1,3 +1,4 @@
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { EachBatchPayload, KafkaMessage } from 'kafkajs';
 import type { DeadLetter } from './dead-letters.ts';
 import { backoff, GroupMember, type GroupMemberOptions, type Outcome } from './group-member.ts';
@@ -120,7 +121,7 @@ export class BatchConsumer<T> extends GroupMember<T> {
     this.#decoding = new Promise<void>((resolve) => (decoded = resolve));
     try {
       await previous;
-      await new Promise((resolve) => setImmediate(resolve));
+      await nextTurn();
       if (!isRunning() || isStale() || this.stopping) return;
       this.#decode(batch, resolveOffset);
     } finally {
