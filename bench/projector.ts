@@ -1,14 +1,10 @@
-import { randomUUID } from 'node:crypto';
 import { SchemaRegistry } from '../schemas/registry.ts';
-import { parseVideoId, toVideoId } from '../shared/ids.ts';
-import { ensureTopics, topicDefinitions, topicNames } from '../shared/kafka/topics.ts';
-import { type BenchContext, sleep } from './context.ts';
+import type { BenchContext } from './context.ts';
 import { CpuMeter } from './cpu.ts';
 import { HttpClient } from './http-client.ts';
 import { median, promSample } from './stats.ts';
 import type { ProcessStats, RawInsertResult, WatchResult } from './worker-protocol.ts';
-import { kafkaMessages, playerEvent, recordOf } from './workload.ts';
-import { JavaCompatiblePartitioner } from '../shared/kafka/partitioner.ts';
+import { freshTopics, preloadEvents } from './preload.ts';
 
 export interface ProjectorRound {
   events: number;
@@ -53,55 +49,9 @@ export async function benchProjector(ctx: BenchContext, opts: { events: number; 
   const rounds: ProjectorRound[] = [];
   for (let r = 0; r < opts.rounds; r++) {
     const name = `projector${r + 1}`;
-    const prefix = `bench-${ctx.runId}-${name}.`;
-    const topics = topicNames(prefix);
-    const admin = ctx.kafka.admin();
-    await admin.connect();
-    await ensureTopics(admin, topicDefinitions(topics, ctx.partitions));
-    // A topic created a moment ago can still answer NOT_LEADER on a loaded
-    // broker; ListOffsets succeeding on every partition means it is served.
-    for (let attempt = 0; ; attempt++) {
-      try {
-        await admin.fetchTopicOffsets(topics.playerEvents);
-        break;
-      } catch (err) {
-        if (attempt >= 100) throw err;
-        await sleep(200);
-      }
-    }
-    await admin.disconnect();
-
+    const topics = await freshTopics(ctx, `bench-${ctx.runId}-${name}.`);
     ctx.progress(`projector round ${r + 1}/${opts.rounds}: pre-loading ${opts.events} events`);
-    const tenantId = randomUUID();
-    const videoIds = Array.from({ length: 8 }, () => toVideoId(randomUUID()));
-    const base = Date.now() - opts.events;
-    const producer = ctx.kafka.producer({ createPartitioner: JavaCompatiblePartitioner });
-    await producer.connect();
-    const chunk = 500;
-    let next = 0;
-    const t0 = performance.now();
-    await Promise.all(
-      Array.from({ length: 8 }, async () => {
-        while (next < opts.events) {
-          const from = next;
-          next = Math.min(opts.events, next + chunk);
-          const records = [];
-          for (let i = from; i < next; i++) records.push(recordOf(playerEvent(i, videoIds), tenantId, (v) => parseVideoId(v)!, base + i));
-          const messages = kafkaMessages(registry, records);
-          for (let attempt = 0; ; attempt++) {
-            try {
-              await producer.send({ topic: topics.playerEvents, acks: -1, messages });
-              break;
-            } catch (err) {
-              if (attempt >= 5) throw err;
-              await sleep(500);
-            }
-          }
-        }
-      }),
-    );
-    const preloadPerSec = opts.events / ((performance.now() - t0) / 1000);
-    await producer.disconnect();
+    const { perSec: preloadPerSec } = await preloadEvents(ctx, registry, topics.playerEvents, opts.events);
 
     ctx.progress(`projector round ${r + 1}/${opts.rounds}: starting the projector`);
     const { worker } = await ctx.startWorker(name, 'projector', {

@@ -11,9 +11,11 @@
  *      also with the intake in a process of its own)
  *   4. events-page and score latency over 1 million stored events
  *      (BENCH_READ_EVENTS), and each read's SQL straight to ClickHouse
+ *   5. the fan-out draining a backlog of events no destination selects:
+ *      events/s and the event-loop delay meanwhile
  *
  * BENCH_QUICK=1 shrinks every phase (for checking the harness, not for figures).
- * BENCH_PHASES=intake, projector, freshness or reads runs that phase alone.
+ * BENCH_PHASES=intake, projector, fanout, freshness or reads runs that phase alone.
  */
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
@@ -31,6 +33,7 @@ import { HttpClient } from './http-client.ts';
 import { formatProfileComparison, formatProfileSummary } from './cpu-profile.ts';
 import { benchIntake, INTAKE_MODES, MODE_LABEL, type IntakeResult } from './intake.ts';
 import { benchProjector, type ProjectorResult } from './projector.ts';
+import { benchFanoutDrain, type FanoutDrainResult } from './fanout-drain.ts';
 import { benchReadLatency, READ_KINDS, READ_LABEL, type ReadKind, type ReadLatencyResult } from './read-latency.ts';
 import { fmtInt, fmtMs, fmtRatio, table } from './stats.ts';
 import { StackWorker } from './worker-client.ts';
@@ -44,7 +47,11 @@ const ONLY_READS = process.env.BENCH_PHASES === 'reads';
 const ONLY_PROJECTOR = process.env.BENCH_PHASES === 'projector';
 /** BENCH_PHASES=freshness runs (and reports) the freshness phases alone, both deployments. */
 const ONLY_FRESHNESS = process.env.BENCH_PHASES === 'freshness';
-if (process.env.BENCH_PHASES && !ONLY_INTAKE && !ONLY_READS && !ONLY_PROJECTOR && !ONLY_FRESHNESS) throw new Error(`BENCH_PHASES must be intake, projector, freshness or reads, not ${process.env.BENCH_PHASES}`);
+/** BENCH_PHASES=fanout runs (and reports) the fan-out drain phase alone. */
+const ONLY_FANOUT = process.env.BENCH_PHASES === 'fanout';
+if (process.env.BENCH_PHASES && !ONLY_INTAKE && !ONLY_READS && !ONLY_PROJECTOR && !ONLY_FRESHNESS && !ONLY_FANOUT) {
+  throw new Error(`BENCH_PHASES must be intake, projector, fanout, freshness or reads, not ${process.env.BENCH_PHASES}`);
+}
 const READ_EVENTS = process.env.BENCH_READ_EVENTS === undefined ? undefined : Number(process.env.BENCH_READ_EVENTS);
 if (READ_EVENTS !== undefined && !(Number.isInteger(READ_EVENTS) && READ_EVENTS >= 40_000)) {
   throw new Error(`BENCH_READ_EVENTS must be an integer of at least 40000, not ${process.env.BENCH_READ_EVENTS}`);
@@ -57,6 +64,9 @@ const PLAN = {
   intakeWarmupMs: QUICK ? 500 : 2000,
   projectorEvents: QUICK ? 20_000 : 200_000,
   projectorRounds: QUICK ? 1 : 3,
+  /** Events of the fan-out drain phase's backlog (a tenant without destinations), per round. */
+  fanoutDrainEvents: QUICK ? 20_000 : 200_000,
+  fanoutDrainRounds: QUICK ? 1 : 3,
   /** BENCH_FRESHNESS_RATES (events/s, comma-separated): one freshness phase per rate, each on its own tenant. */
   freshnessRates: (process.env.BENCH_FRESHNESS_RATES ?? '5000,20000').split(',').map(Number).filter((r) => r > 0),
   /**
@@ -274,6 +284,16 @@ async function main(): Promise<void> {
       out(`duration    ${((performance.now() - T0) / 1000).toFixed(0)} s`);
       return;
     }
+    const fanoutDrain = () => {
+      loads.fanout = os.loadavg()[0]!;
+      return benchFanoutDrain(ctx, { events: PLAN.fanoutDrainEvents, rounds: PLAN.fanoutDrainRounds, timeoutMs: 180_000 });
+    };
+    if (ONLY_FANOUT) {
+      reportFanoutDrain(await fanoutDrain());
+      out(`load avg    ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} (1/5/15 min, at the end)`);
+      out(`duration    ${((performance.now() - T0) / 1000).toFixed(0)} s`);
+      return;
+    }
     loads.intake = os.loadavg()[0]!;
     const intake = await benchIntake(ctx, {
       concurrency: PLAN.concurrency,
@@ -291,6 +311,7 @@ async function main(): Promise<void> {
     }
     loads.projector = os.loadavg()[0]!;
     const projector = await benchProjector(ctx, { events: PLAN.projectorEvents, rounds: PLAN.projectorRounds });
+    const drain = await fanoutDrain();
 
     // The whole stack as deployed by default (every service), since freshness
     // is a property of the deployment, not of the projector alone.
@@ -311,6 +332,7 @@ async function main(): Promise<void> {
     await worker.stop();
 
     report(intake, projector, freshness, reads);
+    reportFanoutDrain(drain);
     out();
     out(`stack start retries ${startRetries.length ? startRetries.join('; ') : 'none'}`);
     out(`load avg    ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} (1/5/15 min, at the end)`);
@@ -383,6 +405,30 @@ function reportRest(projector: ProjectorResult, freshness: FreshnessResult[], re
   for (const f of freshness) reportFreshness(f);
 
   reportReads(reads);
+}
+
+function reportFanoutDrain(drain: FanoutDrainResult): void {
+  out('## 5. Fan-out draining a backlog (Kafka backlog of a tenant without destinations)');
+  out(loadNote('fanout'));
+  out(`${fmtInt(drain.rounds[0]?.events ?? 0)} events pre-loaded per round, ${drain.rounds.length} rounds (fresh topics and stack each, SERVICES=fanout); done when the group has committed every partition's end`);
+  out();
+  out(
+    table([
+      ['round', 'drain rate', 'start→first commit', 'event loop p50 / p99 / max', 'GC pauses (>50 ms), longest', 'CPU cores used'],
+      ...drain.rounds.map((r, i) => [
+        String(i + 1),
+        `${fmtInt(r.steadyPerSec)}/s`,
+        `${r.startupSec.toFixed(1)} s`,
+        `${fmtMs(r.eld.p50)} / ${fmtMs(r.eld.p99)} / ${fmtMs(r.eld.max)}`,
+        `${r.gc.count} (${r.gc.over50}), ${fmtMs(r.gc.maxMs)}`,
+        fmtCores(r.cores),
+      ]),
+    ]),
+  );
+  out();
+  out(`fan-out drain (median)               ${fmtInt(drain.steadyMedian)} events/s`);
+  out(`event loop while draining (median)   p99 ${fmtMs(drain.eldP99Median)}, max ${fmtMs(drain.eldMaxMedian)}  (the intake and the API share this loop in the default deployment)`);
+  out();
 }
 
 function reportProjector(projector: ProjectorResult): void {

@@ -1,8 +1,10 @@
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { consumerFixture } from '../../test/helpers/consumer-fixture.ts';
 import { createMetrics } from '../metrics.ts';
 import type { Decoded } from './poison.ts';
 import { TrackedConsumer } from './tracked-consumer.ts';
+import { TimeSlices } from '../time-slices.ts';
 
 /** Against the run's real broker: two members of one group and a rebalance in the middle of slow work. */
 describe('TrackedConsumer across a rebalance', () => {
@@ -163,4 +165,124 @@ describe('TrackedConsumer waiting for records not yet due', () => {
     // A record is decoded once, and once more per wait it ended.
     expect(decodes).toBe(count + waits);
   }, 60_000);
+});
+
+/** Against the run's real broker: a backlog whose records need no wait (a fan-out's events no destination selects). */
+describe('TrackedConsumer draining a backlog', () => {
+  const fx = consumerFixture('drain', 2);
+  const { topic, log } = fx;
+
+  const produce = async (count: number) => {
+    const producer = fx.kafka.producer();
+    await producer.connect();
+    for (let from = 0; from < count; from += 1000) {
+      await producer.send({ topic, messages: Array.from({ length: Math.min(1000, count - from) }, (_, i) => ({ partition: (from + i) % 2, value: String(from + i) })) });
+    }
+    await producer.disconnect();
+  };
+  const committedTotal = async (groupId: string) => {
+    const [offsets] = await fx.admin.fetchOffsets({ groupId, topics: [topic] });
+    return offsets!.partitions.reduce((n, p) => n + Math.max(0, Number(p.offset)), 0);
+  };
+
+  it('gives the event loop a turn after every slice of records, and handles and commits every record once', async () => {
+    const count = 3000;
+    await produce(count);
+    const groupId = `drain-group-${fx.id}`;
+    // Turns of the event loop, counted in its check phase; each record notes the count it was handled at.
+    let turns = 0;
+    let ticking = true;
+    const ticker = (async () => {
+      while (ticking) {
+        turns++;
+        await nextTurn();
+      }
+    })();
+    const handledAt = new Map<string, number>();
+    let handledTwice = 0;
+    const metrics = createMetrics();
+    const consumer = new TrackedConsumer<string>({
+      kafka: fx.kafka,
+      log,
+      metrics,
+      groupId,
+      topics: [topic],
+      decode: (m): Decoded<string> => ({ kind: 'value', value: m.value!.toString() }),
+      deadLetters: fx.deadLetters(metrics),
+      stallMs: 60_000,
+      maxOutstanding: 10_000,
+      slices: new TimeSlices(2),
+      handle: (record) => {
+        const value = (record as { value: string }).value;
+        if (handledAt.has(value)) handledTwice++;
+        handledAt.set(value, turns);
+        // 0.25 ms of work per record, done before the handler returns.
+        const end = performance.now() + 0.25;
+        while (performance.now() < end);
+        return { kind: 'work', done: Promise.resolve() };
+      },
+    });
+    try {
+      await consumer.start();
+      await expect.poll(() => handledAt.size, { timeout: 60_000, interval: 100 }).toBe(count);
+      await expect.poll(() => committedTotal(groupId), { timeout: 15_000, interval: 200 }).toBe(count);
+    } finally {
+      ticking = false;
+      await ticker;
+      await consumer.stop(2000);
+    }
+    expect(handledTwice).toBe(0);
+    // A 2-ms slice holds at most nine records of 0.25 ms (checked before
+    // each). Without slices, all of a fetched batch (here up to 1,500
+    // records of a partition) is handled in one turn.
+    const perTurn = new Map<number, number>();
+    for (const turn of handledAt.values()) perTurn.set(turn, (perTurn.get(turn) ?? 0) + 1);
+    expect(Math.max(...perTurn.values())).toBeLessThanOrEqual(9);
+  }, 90_000);
+
+  it('keeps at most maxOutstanding records in flight, and goes on as work finishes', async () => {
+    const count = 200;
+    const groupId = `bound-group-${fx.id}`;
+    // From the end of the first test's records: this test's own 200.
+    await produce(count);
+    let inFlight = 0;
+    let peak = 0;
+    let done = 0;
+    const metrics = createMetrics();
+    const consumer = new TrackedConsumer<string>({
+      kafka: fx.kafka,
+      log,
+      metrics,
+      groupId,
+      topics: [topic],
+      decode: (m): Decoded<string> => ({ kind: 'value', value: m.value!.toString() }),
+      deadLetters: fx.deadLetters(metrics),
+      stallMs: 60_000,
+      maxOutstanding: 5,
+      handle: () => {
+        inFlight++;
+        peak = Math.max(peak, inFlight);
+        return {
+          kind: 'work',
+          done: new Promise<void>((r) =>
+            setTimeout(() => {
+              inFlight--;
+              done++;
+              r();
+            }, 2),
+          ),
+        };
+      },
+    });
+    try {
+      await consumer.start();
+      // Both tests' records: this group starts from the beginning.
+      await expect.poll(() => done, { timeout: 60_000, interval: 100 }).toBe(3000 + count);
+      await expect.poll(() => committedTotal(groupId), { timeout: 15_000, interval: 200 }).toBe(3000 + count);
+    } finally {
+      await consumer.stop(2000);
+    }
+    expect(peak).toBeLessThanOrEqual(5);
+    expect(peak).toBeGreaterThanOrEqual(2);
+  }, 120_000);
 });

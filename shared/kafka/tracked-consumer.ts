@@ -2,6 +2,7 @@ import type { EachBatchPayload, KafkaMessage } from 'kafkajs';
 import { OffsetTracker } from './offset-tracker.ts';
 import { backoff, GroupMember, type GroupMemberOptions } from './group-member.ts';
 import type { Decoded } from './poison.ts';
+import { eventLoopSlices, type TimeSlices } from '../time-slices.ts';
 
 /** What a handler does with one record. */
 export type Handling =
@@ -29,6 +30,8 @@ export interface TrackedConsumerOptions<T> extends GroupMemberOptions<T> {
    * maxBytesPerPartition) to handle one record.
    */
   dueSlackMs?: number;
+  /** Time between turns of the event loop while records are handled (default: the process's eventLoopSlices). */
+  slices?: TimeSlices;
 }
 
 /**
@@ -47,9 +50,17 @@ export class TrackedConsumer<T> extends GroupMember<T> {
   readonly #work = new Set<Promise<void>>();
   #commitTimer: NodeJS.Timeout | undefined;
   #rejected = 0;
+  readonly #slices: TimeSlices;
+  /** Resolved when some work finishes; awaited while `maxOutstanding` records are in flight. */
+  #finished: { promise: Promise<void>; resolve: () => void } | undefined;
 
   constructor(opts: TrackedConsumerOptions<T>) {
-    super({ ...opts, consumer: { maxWaitTimeInMs: 100, ...opts.consumer } });
+    // Small fetches, as in BatchConsumer: kafkajs decodes a whole fetch
+    // response in one turn of the event loop. With its 10 MB default, the
+    // fan-out draining a backlog held the loop for 1.4-2.0 s at a time
+    // (docs/performance.md).
+    super({ ...opts, consumer: { maxWaitTimeInMs: 100, maxBytes: 1024 * 1024, maxBytesPerPartition: 256 * 1024, ...opts.consumer } });
+    this.#slices = opts.slices ?? eventLoopSlices;
   }
 
   protected override onRevoked(): void {
@@ -111,6 +122,19 @@ export class TrackedConsumer<T> extends GroupMember<T> {
     const { topic, partition } = batch;
     const generation = this.generation;
     for (const message of batch.messages) {
+      // Records that need no wait (none selected by a destination, say) are
+      // handled without one: a turn of the event loop every slice.
+      if (this.#slices.due) await this.#slices.next();
+      // Backpressure, checked before a record is taken on so that the loops
+      // of all partitions together stay within the bound.
+      while (this.#tracker.inFlight >= this.opts.maxOutstanding && isRunning() && !isStale() && !this.stopping) {
+        // One shared promise for every waiting loop, not a race over all the
+        // work in flight (thousands of reactions per record at the bound).
+        this.#finished ??= settles();
+        const beat = new Promise<void>((r) => setTimeout(r, 1000).unref());
+        await Promise.race([this.#finished.promise, beat]);
+        await heartbeat();
+      }
       if (!isRunning() || isStale() || this.stopping || generation !== this.generation) return;
       const outcome = this.outcome(topic, partition, message);
       let handling: Handling;
@@ -154,20 +178,24 @@ export class TrackedConsumer<T> extends GroupMember<T> {
         (err: unknown) => {
           // NOTE: the offset stays uncommitted, so the record is read again
           // after a restart or rebalance: at-least-once, never lost.
-          if (!this.stopping) {
-            this.#rejected++;
-            this.transientFailure(err);
+          const where = { err: { message: (err as Error).message }, topic, partition, offset: message.offset };
+          if (this.stopping) {
+            // Work cut short by stop() (its producer closed): expected, and read again after the restart.
+            this.log.info(where, 'record_work_left_at_stop');
+            return;
           }
-          this.log.error({ err: { message: (err as Error).message }, topic, partition, offset: message.offset }, 'record_work_failed');
+          this.#rejected++;
+          this.transientFailure(err);
+          this.log.error(where, 'record_work_failed');
         },
       );
       this.#work.add(done);
-      void done.finally(() => this.#work.delete(done));
+      void done.finally(() => {
+        this.#work.delete(done);
+        this.#finished?.resolve();
+        this.#finished = undefined;
+      });
       resolveOffset(message.offset);
-      while (this.#tracker.inFlight >= this.opts.maxOutstanding && isRunning() && !isStale() && !this.stopping) {
-        await Promise.race([...this.#work, new Promise((r) => setTimeout(r, 1000))]);
-        await heartbeat();
-      }
     }
     // Markers after the last record (a transaction's commit) commit once it is done.
     const last = batch.messages.at(-1);
@@ -196,4 +224,11 @@ export class TrackedConsumer<T> extends GroupMember<T> {
       this.log.warn({ err: { message: (err as Error).message } }, 'offset_commit_failed');
     }
   }
+}
+
+/** A promise and the function that resolves it. */
+function settles(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
 }
