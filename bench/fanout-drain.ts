@@ -19,6 +19,7 @@ export interface FanoutDrainRound {
 }
 
 export interface FanoutDrainResult {
+  services: string;
   rounds: FanoutDrainRound[];
   steadyMedian: number;
   eldP99Median: number;
@@ -32,9 +33,11 @@ export interface FanoutDrainResult {
  * its consumer group has committed the end of every partition. The figures
  * are the drain rate and the event-loop delay meanwhile: the fan-out shares
  * its process (and so its event loop) with the intake and the API in the
- * default deployment.
+ * default deployment. `services` is the stack's SERVICES: 'fanout', or every
+ * service for a process restarted after downtime (the projector drains the
+ * same backlog meanwhile).
  */
-export async function benchFanoutDrain(ctx: BenchContext, opts: { events: number; rounds: number; timeoutMs: number }): Promise<FanoutDrainResult> {
+export async function benchFanoutDrain(ctx: BenchContext, opts: { events: number; rounds: number; timeoutMs: number; services: string }): Promise<FanoutDrainResult> {
   const registry = SchemaRegistry.fromManifest();
   const rounds: FanoutDrainRound[] = [];
   for (let r = 0; r < opts.rounds; r++) {
@@ -66,7 +69,7 @@ export async function benchFanoutDrain(ctx: BenchContext, opts: { events: number
       };
 
       ctx.progress(`fan-out drain round ${r + 1}/${opts.rounds}: starting the fan-out`);
-      const { worker } = await ctx.startWorker(name, 'fanout');
+      const { worker } = await ctx.startWorker(name, opts.services);
       try {
         const meter = new CpuMeter({ service: worker.pid, broker: ctx.brokerPid });
         meter.start();
@@ -108,6 +111,7 @@ export async function benchFanoutDrain(ctx: BenchContext, opts: { events: number
     }
   }
   return {
+    services: opts.services,
     rounds,
     steadyMedian: median(rounds.map((r) => r.steadyPerSec)),
     eldP99Median: median(rounds.map((r) => r.eld.p99)),

@@ -67,6 +67,8 @@ const PLAN = {
   /** Events of the fan-out drain phase's backlog (a tenant without destinations), per round. */
   fanoutDrainEvents: QUICK ? 20_000 : 200_000,
   fanoutDrainRounds: QUICK ? 1 : 3,
+  /** BENCH_DRAIN_SERVICES: the drain phase's SERVICES (default the fan-out alone; every service = a process restarted after downtime). */
+  fanoutDrainServices: process.env.BENCH_DRAIN_SERVICES ?? 'fanout',
   /** BENCH_FRESHNESS_RATES (events/s, comma-separated): one freshness phase per rate, each on its own tenant. */
   freshnessRates: (process.env.BENCH_FRESHNESS_RATES ?? '5000,20000').split(',').map(Number).filter((r) => r > 0),
   /**
@@ -286,7 +288,7 @@ async function main(): Promise<void> {
     }
     const fanoutDrain = () => {
       loads.fanout = os.loadavg()[0]!;
-      return benchFanoutDrain(ctx, { events: PLAN.fanoutDrainEvents, rounds: PLAN.fanoutDrainRounds, timeoutMs: 180_000 });
+      return benchFanoutDrain(ctx, { events: PLAN.fanoutDrainEvents, rounds: PLAN.fanoutDrainRounds, timeoutMs: 180_000, services: PLAN.fanoutDrainServices });
     };
     if (ONLY_FANOUT) {
       reportFanoutDrain(await fanoutDrain());
@@ -410,7 +412,7 @@ function reportRest(projector: ProjectorResult, freshness: FreshnessResult[], re
 function reportFanoutDrain(drain: FanoutDrainResult): void {
   out('## 5. Fan-out draining a backlog (Kafka backlog of a tenant without destinations)');
   out(loadNote('fanout'));
-  out(`${fmtInt(drain.rounds[0]?.events ?? 0)} events pre-loaded per round, ${drain.rounds.length} rounds (fresh topics and stack each, SERVICES=fanout); done when the group has committed every partition's end`);
+  out(`${fmtInt(drain.rounds[0]?.events ?? 0)} events pre-loaded per round, ${drain.rounds.length} rounds (fresh topics and stack each, SERVICES=${drain.services}); done when the group has committed every partition's end`);
   out();
   out(
     table([
