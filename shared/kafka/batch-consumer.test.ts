@@ -1,7 +1,9 @@
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { consumerFixture } from '../../test/helpers/consumer-fixture.ts';
 import { metricSum } from '../../test/helpers/kafka-inspect.ts';
 import { createMetrics } from '../metrics.ts';
+import { TimeSlices } from '../time-slices.ts';
 import { BatchConsumer, type BatchConsumerOptions } from './batch-consumer.ts';
 import { PoisonRecordError, type Decoded } from './poison.ts';
 
@@ -165,7 +167,7 @@ describe('BatchConsumer offset commits', () => {
 describe('BatchConsumer fetches', () => {
   const fx = consumerFixture('batch-fetch', 2);
 
-  it('decodes each partition batch of a fetch in a turn of the event loop of its own, and takes a record larger than a fetch', async () => {
+  it('decodes a fetch in slices with turns of the event loop between them, and takes a record larger than a fetch', async () => {
     const { topic } = fx;
     const producer = fx.kafka.producer();
     await producer.connect();
@@ -177,18 +179,25 @@ describe('BatchConsumer fetches', () => {
     await producer.send({ topic, messages: [{ partition: 1, value: big }] });
     await producer.disconnect();
 
-    // What happened, in order: a record decoded (its partition) or a timer fired.
-    const trace: string[] = [];
-    const timer = setInterval(() => trace.push('tick'), 0);
+    // Turns of the event loop, counted in its check phase; each record notes the count it was decoded at.
+    let turns = 0;
+    let ticking = true;
+    const ticker = (async () => {
+      while (ticking) {
+        turns++;
+        await nextTurn();
+      }
+    })();
+    const decodedAt: number[] = [];
     const handled = new Set<string>();
     const consumer = batchConsumer<string>(fx, {
       groupId: `batch-fetch-${fx.id}`,
+      slices: new TimeSlices(2),
       decode: (m) => {
-        const until = performance.now() + 0.05; // a decoder's cost, so that timers fall due
+        const until = performance.now() + 0.25; // a decoder's cost
         while (performance.now() < until);
-        const value = m.value!.toString();
-        trace.push(value === big ? 'big' : value.slice(0, 2));
-        return { kind: 'value', value };
+        decodedAt.push(turns);
+        return { kind: 'value', value: m.value!.toString() };
       },
       flushMs: 5,
       maxMessages: 1000,
@@ -201,29 +210,15 @@ describe('BatchConsumer fetches', () => {
       await expect.poll(() => handled.size, { timeout: 30_000 }).toBe(401);
       expect(handled.has(big)).toBe(true);
     } finally {
-      clearInterval(timer);
+      ticking = false;
+      await ticker;
       await consumer.stop(5_000);
     }
-    // Wherever the decoding moves from one partition to the other, the event
-    // loop turned in between.
-    const records = trace.filter((t) => t !== 'tick');
-    expect(records.filter((r) => r === 'f0')).toHaveLength(200);
-    let switches = 0;
-    let last: string | undefined;
-    let ticked = false;
-    for (const t of trace) {
-      if (t === 'tick') {
-        ticked = true;
-        continue;
-      }
-      const partition = t === 'big' ? 'f1' : t;
-      if (last !== undefined && partition !== last) {
-        switches++;
-        expect(ticked, `a switch to ${partition} without a turn of the event loop`).toBe(true);
-      }
-      last = partition;
-      ticked = false;
-    }
-    expect(switches).toBeGreaterThanOrEqual(1);
+    // A 2-ms slice holds at most nine records of 0.25 ms (checked before
+    // each), whichever partitions they come from. Without slices, a fetch's
+    // 400 records are decoded in one turn.
+    const perTurn = new Map<number, number>();
+    for (const turn of decodedAt) perTurn.set(turn, (perTurn.get(turn) ?? 0) + 1);
+    expect(Math.max(...perTurn.values())).toBeLessThanOrEqual(9);
   }, 90_000);
 });

@@ -1,8 +1,8 @@
-import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { EachBatchPayload, KafkaMessage } from 'kafkajs';
 import type { DeadLetter } from './dead-letters.ts';
 import { backoff, GroupMember, type GroupMemberOptions, type Outcome } from './group-member.ts';
 import type { Decoded } from './poison.ts';
+import { eventLoopSlices, type TimeSlices } from '../time-slices.ts';
 
 /** A decoded record handed to a batch handler. */
 export interface BatchItem<T> {
@@ -36,6 +36,8 @@ export interface BatchConsumerOptions<T> extends GroupMemberOptions<T> {
    */
   handle: (items: BatchItem<T>[]) => Promise<void>;
   onFlush?: (messages: number, ms: number) => void;
+  /** Time between turns of the event loop while records are decoded (default: the process's eventLoopSlices). */
+  slices?: TimeSlices;
 }
 
 /**
@@ -54,19 +56,18 @@ export class BatchConsumer<T> extends GroupMember<T> {
   #flushing: Promise<void> | undefined;
   #timer: NodeJS.Timeout | undefined;
   #retryDelayMs = 0;
-  /** Settles when the partition batch being decoded (or waiting to be) is done. */
-  #decoding: Promise<void> = Promise.resolve();
+  readonly #slices: TimeSlices;
 
   constructor(opts: BatchConsumerOptions<T>) {
-    // Small fetches: kafkajs decodes a fetch response, and this consumer
-    // decodes each partition's batch, in one turn of the event loop each.
-    // With 10 MB responses of 4 MB batches (kafkajs' default and ours
+    // Small fetches: kafkajs decodes a whole fetch response in one turn of
+    // the event loop. With 10 MB responses of 4 MB batches (kafkajs' default and ours
     // before), a process draining a backlog held its event loop for
     // 0.4-0.9 s at a time (docs/performance.md); the API and the intake
     // in the same process stalled as long. A record batch larger than these
     // bounds is still fetched whole (the broker always returns the first
     // batch of a partition).
     super({ ...opts, consumer: { maxWaitTimeInMs: 50, maxBytes: 1024 * 1024, maxBytesPerPartition: 256 * 1024, ...opts.consumer } });
+    this.#slices = opts.slices ?? eventLoopSlices;
   }
 
   protected override onRevoked(): void {
@@ -113,20 +114,19 @@ export class BatchConsumer<T> extends GroupMember<T> {
   async #eachBatch({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
     if (batch.messages.length === 0 || !isRunning() || isStale() || this.stopping) return;
     // kafkajs hands over every partition's batch of a fetch response at
-    // once. They are decoded one after the other, each in a turn of the
-    // event loop of its own: decoded together they held the loop for as
-    // long as all of them took.
-    const previous = this.#decoding;
-    let decoded!: () => void;
-    this.#decoding = new Promise<void>((resolve) => (decoded = resolve));
-    try {
-      await previous;
-      await nextTurn();
-      if (!isRunning() || isStale() || this.stopping) return;
-      this.#decode(batch, resolveOffset);
-    } finally {
-      decoded();
+    // once. Decoded together they held the loop for as long as all of them
+    // took: they are decoded in the process's shared slices of it.
+    const generation = this.generation;
+    for (const message of batch.messages) {
+      if (this.#slices.due) await this.#slices.next();
+      if (!isRunning() || isStale() || this.stopping || generation !== this.generation) return;
+      this.#decodeOne(batch.topic, batch.partition, message, generation);
     }
+    // Markers after the last record (the transaction's commit) commit with it.
+    if (BigInt(batch.lastOffset()) > BigInt(batch.messages.at(-1)!.offset)) this.onSkippedRecords(batch.topic, batch.partition, batch.lastOffset());
+    resolveOffset(batch.lastOffset());
+    this.noteBusy();
+    this.#schedule();
     // Backpressure: stop fetching while too much waits for the handler.
     while (this.#pending.length >= 2 * this.opts.maxMessages && this.#flushing && isRunning() && !this.stopping) {
       await this.#flushing.catch(() => undefined);
@@ -142,22 +142,14 @@ export class BatchConsumer<T> extends GroupMember<T> {
    * poison is left to the handler call, whose failures are transient
    * (retried, never skipped).
    */
-  #decode(batch: EachBatchPayload['batch'], resolveOffset: EachBatchPayload['resolveOffset']): void {
-    const generation = this.generation;
-    for (const message of batch.messages) {
-      let outcome: Outcome<T> | undefined;
-      try {
-        outcome = this.outcome(batch.topic, batch.partition, message);
-      } catch {
-        outcome = undefined;
-      }
-      this.#pending.push({ topic: batch.topic, partition: batch.partition, message, generation, outcome });
+  #decodeOne(topic: string, partition: number, message: KafkaMessage, generation: number): void {
+    let outcome: Outcome<T> | undefined;
+    try {
+      outcome = this.outcome(topic, partition, message);
+    } catch {
+      outcome = undefined;
     }
-    // Markers after the last record (the transaction's commit) commit with it.
-    if (BigInt(batch.lastOffset()) > BigInt(batch.messages.at(-1)!.offset)) this.onSkippedRecords(batch.topic, batch.partition, batch.lastOffset());
-    resolveOffset(batch.lastOffset());
-    this.noteBusy();
-    this.#schedule();
+    this.#pending.push({ topic, partition, message, generation, outcome });
   }
 
   #schedule(): void {
