@@ -174,11 +174,14 @@ describe('fault injection: three brokers, separate processes, steady load', () =
       WEBHOOK_CA_FILE: rx.caFile,
       RATE_LIMIT_PER_MINUTE: '1000000',
       // NOTE: a lane past its queue bound defers deliveries to the first tier
-      // and, after three deferrals, counts the full lane as a failed attempt.
-      // With tiers of 1, 2 and 3 s (instead of 1, 5 and 30 min) the backlog a
-      // fault leaves behind would use up all four attempts within seconds; the
-      // bound is about slow destinations (webhooks-backlog.test.ts), and the
-      // receiver here is never slow, so it is set above this run's deliveries.
+      // and, after three deferrals (sixty while the destination answers),
+      // counts the full lane as a failed attempt. Here a broker outage can
+      // leave the receiver without a success for longer than the progress
+      // window (30 s), and with tiers of 1, 2 and 3 s (instead of 1, 5 and
+      // 30 min) the backlog would then use up all four attempts within
+      // seconds; the bound is about slow destinations
+      // (webhooks-backlog.test.ts, webhooks-burst.test.ts), and the receiver
+      // here is never slow, so it is set above this run's deliveries.
       FANOUT_PER_DESTINATION_QUEUE: '100000',
       // A killed process's partitions stand still for the group session
       // timeout (30 s by default); 10 s, as an operator wanting quick

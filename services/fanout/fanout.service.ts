@@ -159,7 +159,13 @@ class Fanout {
     this.#deliveries = deliveries;
     this.#alerts = alerts;
     this.#slots = new FairSlots(deps.maxInFlight);
-    this.#lanes = new Lanes({ concurrency: deps.perDestinationConcurrency, queueBound: deps.perDestinationQueue });
+    // A healthy destination's deferred deliveries come back a first tier's
+    // delay later; it still counts as answering then (at least 30 s).
+    this.#lanes = new Lanes({
+      concurrency: deps.perDestinationConcurrency,
+      queueBound: deps.perDestinationQueue,
+      progressWindowMs: Math.max(30_000, 2 * deps.delaysMs[0]!),
+    });
   }
 
   /** A player event → one delivery per selecting destination (or a security event). */
@@ -173,7 +179,7 @@ class Fanout {
    * to the first tier or counts a `destination_backlogged` attempt (lanes.ts).
    */
   async dispatch(d: DeliveryRecord, deferrals = 0): Promise<void> {
-    const entry = this.#lanes.enter(d.destination_id, deferrals, () => this.#attemptInSlot(d));
+    const entry = this.#lanes.enter(d.destination_id, deferrals, () => this.#attemptInSlot(d), this.#now());
     switch (entry.kind) {
       case 'run': {
         // The hand-off runs after the lane slot and the request slot are
@@ -222,6 +228,7 @@ class Fanout {
   /** Counts the outcome of attempt `d.attempt` and hands the delivery durably to what follows. */
   async #settle(d: DeliveryRecord, result: AttemptResult, startedAt: number, host?: string): Promise<void> {
     const s = settlement(d, result, { startedAt, now: this.#now(), delaysMs: this.#deps.delaysMs, host });
+    if (result.ok) this.#lanes.noteSuccess(d.destination_id, this.#now());
     this.#deps.metrics.webhookAttempts.inc(s.labels);
     this.#deps.metrics.webhookAttemptDuration.observe(s.durationSec);
     await this.#produce(this.#deliveries, s.out);
