@@ -50,4 +50,21 @@ describe('TimeSlices', () => {
     expect(turns).toBe(0);
     expect(new TimeSlices(0).due).toBe(true);
   });
+
+  it('makes a slice as long as the rest of the loop took since the last one, between its bounds', async () => {
+    let t = 1000;
+    const slices = new TimeSlices(10, 40, () => t);
+    const sliceAfter = async (otherMs: number): Promise<number> => {
+      const turn = slices.next();
+      t += otherMs; // the rest of the loop (requests, say) runs during the turn
+      await turn;
+      const start = t;
+      while (!slices.due) t += 1;
+      return t - start;
+    };
+    expect(await sliceAfter(30)).toBe(30);
+    expect(await sliceAfter(2)).toBe(10);
+    expect(await sliceAfter(100)).toBe(40);
+    expect(await sliceAfter(17)).toBe(17);
+  });
 });

@@ -8,31 +8,44 @@ import { setImmediate as nextTurn } from 'node:timers/promises';
  * other loop already waiting, then a fresh slice. The slice is shared, so
  * sixteen partitions' loops of one fetch run one slice between turns, not
  * one slice each.
+ *
+ * A slice lasts as long as the rest of the loop took since the last slice
+ * ended, between `minMs` and `maxMs`: the records get a fair share of a busy
+ * process (about half, as two processes would get of a core), not whatever
+ * the requests leave them, and a quiet loop still turns every `minMs`.
  */
 export class TimeSlices {
-  readonly sliceMs: number;
+  readonly minMs: number;
+  readonly maxMs: number;
+  readonly #now: () => number;
   #sliceEnd = 0;
+  /** When the last slice ended (a loop asked for the next). */
+  #lastEnd = 0;
   /** Settles when the last loop to ask for a slice has its turn. */
   #queue: Promise<void> = Promise.resolve();
 
-  constructor(sliceMs: number) {
-    this.sliceMs = sliceMs;
+  constructor(minMs: number, maxMs = minMs, now: () => number = () => performance.now()) {
+    this.minMs = minMs;
+    this.maxMs = Math.max(minMs, maxMs);
+    this.#now = now;
   }
 
   /** True once the current slice is used up. */
   get due(): boolean {
-    return performance.now() >= this.#sliceEnd;
+    return this.#now() >= this.#sliceEnd;
   }
 
   /** Waits for a turn of the event loop after the loops waiting before this one, then starts a fresh slice. */
   async next(): Promise<void> {
+    this.#lastEnd = this.#now();
     const before = this.#queue;
     let release!: () => void;
     this.#queue = new Promise<void>((resolve) => (release = resolve));
     try {
       await before;
       await nextTurn();
-      this.#sliceEnd = performance.now() + this.sliceMs;
+      const now = this.#now();
+      this.#sliceEnd = now + Math.min(this.maxMs, Math.max(this.minMs, now - this.#lastEnd));
     } finally {
       release();
     }
@@ -40,7 +53,8 @@ export class TimeSlices {
 }
 
 /**
- * The process's slices: 10 ms of record work between turns of the event
- * loop. Every consumer of a process shares them, since they share its loop.
+ * The process's slices: 10 to 40 ms of record work between turns of the
+ * event loop. Every consumer of a process shares them, since they share its
+ * loop.
  */
-export const eventLoopSlices = new TimeSlices(10);
+export const eventLoopSlices = new TimeSlices(10, 40);

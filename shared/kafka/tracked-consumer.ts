@@ -131,8 +131,12 @@ export class TrackedConsumer<T> extends GroupMember<T> {
         // One shared promise for every waiting loop, not a race over all the
         // work in flight (thousands of reactions per record at the bound).
         this.#finished ??= settles();
-        const beat = new Promise<void>((r) => setTimeout(r, 1000).unref());
-        await Promise.race([this.#finished.promise, beat]);
+        let beat: NodeJS.Timeout | undefined;
+        try {
+          await Promise.race([this.#finished.promise, new Promise<void>((r) => (beat = setTimeout(r, 1000)))]);
+        } finally {
+          clearTimeout(beat);
+        }
         await heartbeat();
       }
       if (!isRunning() || isStale() || this.stopping || generation !== this.generation) return;
