@@ -1,6 +1,6 @@
-import { setImmediate as nextTurn } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { consumerFixture } from '../../test/helpers/consumer-fixture.ts';
+import { loopTurns, mostPerTurn } from '../../test/helpers/loop-turns.ts';
 import { metricSum } from '../../test/helpers/kafka-inspect.ts';
 import { createMetrics } from '../metrics.ts';
 import { TimeSlices } from '../time-slices.ts';
@@ -179,15 +179,8 @@ describe('BatchConsumer fetches', () => {
     await producer.send({ topic, messages: [{ partition: 1, value: big }] });
     await producer.disconnect();
 
-    // Turns of the event loop, counted in its check phase; each record notes the count it was decoded at.
-    let turns = 0;
-    let ticking = true;
-    const ticker = (async () => {
-      while (ticking) {
-        turns++;
-        await nextTurn();
-      }
-    })();
+    const turns = loopTurns();
+    // The turn each record was decoded in.
     const decodedAt: number[] = [];
     const handled = new Set<string>();
     const consumer = batchConsumer<string>(fx, {
@@ -196,7 +189,7 @@ describe('BatchConsumer fetches', () => {
       decode: (m) => {
         const until = performance.now() + 0.25; // a decoder's cost
         while (performance.now() < until);
-        decodedAt.push(turns);
+        decodedAt.push(turns.count);
         return { kind: 'value', value: m.value!.toString() };
       },
       flushMs: 5,
@@ -210,15 +203,12 @@ describe('BatchConsumer fetches', () => {
       await expect.poll(() => handled.size, { timeout: 30_000 }).toBe(401);
       expect(handled.has(big)).toBe(true);
     } finally {
-      ticking = false;
-      await ticker;
+      await turns.stop();
       await consumer.stop(5_000);
     }
     // A 2-ms slice holds at most nine records of 0.25 ms (checked before
     // each), whichever partitions they come from. Without slices, a fetch's
     // 400 records are decoded in one turn.
-    const perTurn = new Map<number, number>();
-    for (const turn of decodedAt) perTurn.set(turn, (perTurn.get(turn) ?? 0) + 1);
-    expect(Math.max(...perTurn.values())).toBeLessThanOrEqual(9);
+    expect(mostPerTurn(decodedAt)).toBeLessThanOrEqual(9);
   }, 90_000);
 });

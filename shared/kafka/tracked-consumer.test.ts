@@ -1,6 +1,6 @@
-import { setImmediate as nextTurn } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { consumerFixture } from '../../test/helpers/consumer-fixture.ts';
+import { loopTurns, mostPerTurn } from '../../test/helpers/loop-turns.ts';
 import { createMetrics } from '../metrics.ts';
 import type { Decoded } from './poison.ts';
 import { TrackedConsumer } from './tracked-consumer.ts';
@@ -184,24 +184,10 @@ describe('TrackedConsumer draining a backlog', () => {
     const [offsets] = await fx.admin.fetchOffsets({ groupId, topics: [topic] });
     return offsets!.partitions.reduce((n, p) => n + Math.max(0, Number(p.offset)), 0);
   };
-
-  it('gives the event loop a turn after every slice of records, and handles and commits every record once', async () => {
-    const count = 3000;
-    await produce(count);
-    const groupId = `drain-group-${fx.id}`;
-    // Turns of the event loop, counted in its check phase; each record notes the count it was handled at.
-    let turns = 0;
-    let ticking = true;
-    const ticker = (async () => {
-      while (ticking) {
-        turns++;
-        await nextTurn();
-      }
-    })();
-    const handledAt = new Map<string, number>();
-    let handledTwice = 0;
+  /** A member of `groupId` reading the topic from its start; `opts` gives the handler and bounds. */
+  const member = (groupId: string, opts: Pick<ConstructorParameters<typeof TrackedConsumer<string>>[0], 'handle' | 'maxOutstanding' | 'slices'>) => {
     const metrics = createMetrics();
-    const consumer = new TrackedConsumer<string>({
+    return new TrackedConsumer<string>({
       kafka: fx.kafka,
       log,
       metrics,
@@ -210,12 +196,25 @@ describe('TrackedConsumer draining a backlog', () => {
       decode: (m): Decoded<string> => ({ kind: 'value', value: m.value!.toString() }),
       deadLetters: fx.deadLetters(metrics),
       stallMs: 60_000,
+      ...opts,
+    });
+  };
+
+  it('gives the event loop a turn after every slice of records, and handles and commits every record once', async () => {
+    const count = 3000;
+    await produce(count);
+    const groupId = `drain-group-${fx.id}`;
+    const turns = loopTurns();
+    // The turn each record was handled in.
+    const handledAt = new Map<string, number>();
+    let handledTwice = 0;
+    const consumer = member(groupId, {
       maxOutstanding: 10_000,
       slices: new TimeSlices(2),
       handle: (record) => {
         const value = (record as { value: string }).value;
         if (handledAt.has(value)) handledTwice++;
-        handledAt.set(value, turns);
+        handledAt.set(value, turns.count);
         // 0.25 ms of work per record, done before the handler returns.
         const end = performance.now() + 0.25;
         while (performance.now() < end);
@@ -227,37 +226,25 @@ describe('TrackedConsumer draining a backlog', () => {
       await expect.poll(() => handledAt.size, { timeout: 60_000, interval: 100 }).toBe(count);
       await expect.poll(() => committedTotal(groupId), { timeout: 15_000, interval: 200 }).toBe(count);
     } finally {
-      ticking = false;
-      await ticker;
+      await turns.stop();
       await consumer.stop(2000);
     }
     expect(handledTwice).toBe(0);
     // A 2-ms slice holds at most nine records of 0.25 ms (checked before
     // each). Without slices, all of a fetched batch (here up to 1,500
     // records of a partition) is handled in one turn.
-    const perTurn = new Map<number, number>();
-    for (const turn of handledAt.values()) perTurn.set(turn, (perTurn.get(turn) ?? 0) + 1);
-    expect(Math.max(...perTurn.values())).toBeLessThanOrEqual(9);
+    expect(mostPerTurn(handledAt.values())).toBeLessThanOrEqual(9);
   }, 90_000);
 
   it('keeps at most maxOutstanding records in flight, and goes on as work finishes', async () => {
-    const count = 200;
+    // 200 more records; this test's group reads all of them, the first test's 3,000 included.
+    const count = 3000 + 200;
+    await produce(200);
     const groupId = `bound-group-${fx.id}`;
-    // From the end of the first test's records: this test's own 200.
-    await produce(count);
     let inFlight = 0;
     let peak = 0;
     let done = 0;
-    const metrics = createMetrics();
-    const consumer = new TrackedConsumer<string>({
-      kafka: fx.kafka,
-      log,
-      metrics,
-      groupId,
-      topics: [topic],
-      decode: (m): Decoded<string> => ({ kind: 'value', value: m.value!.toString() }),
-      deadLetters: fx.deadLetters(metrics),
-      stallMs: 60_000,
+    const consumer = member(groupId, {
       maxOutstanding: 5,
       handle: () => {
         inFlight++;
@@ -276,9 +263,8 @@ describe('TrackedConsumer draining a backlog', () => {
     });
     try {
       await consumer.start();
-      // Both tests' records: this group starts from the beginning.
-      await expect.poll(() => done, { timeout: 60_000, interval: 100 }).toBe(3000 + count);
-      await expect.poll(() => committedTotal(groupId), { timeout: 15_000, interval: 200 }).toBe(3000 + count);
+      await expect.poll(() => done, { timeout: 60_000, interval: 100 }).toBe(count);
+      await expect.poll(() => committedTotal(groupId), { timeout: 15_000, interval: 200 }).toBe(count);
     } finally {
       await consumer.stop(2000);
     }
