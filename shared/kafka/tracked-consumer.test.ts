@@ -3,30 +3,34 @@ import { consumerFixture } from '../../test/helpers/consumer-fixture.ts';
 import { loopTurns, mostPerTurn } from '../../test/helpers/loop-turns.ts';
 import { createMetrics } from '../metrics.ts';
 import type { Decoded } from './poison.ts';
-import { TrackedConsumer } from './tracked-consumer.ts';
+import { TrackedConsumer, type TrackedConsumerOptions } from './tracked-consumer.ts';
 import { TimeSlices } from '../time-slices.ts';
+
+/** A TrackedConsumer of the fixture's topic with the tests' defaults (fresh metrics and dead letters, no stall alarm); `opts` gives the rest. */
+function trackedConsumer<T>(
+  fx: ReturnType<typeof consumerFixture>,
+  opts: Pick<TrackedConsumerOptions<T>, 'groupId' | 'decode' | 'handle' | 'maxOutstanding'> & Partial<TrackedConsumerOptions<T>>,
+): TrackedConsumer<T> {
+  const metrics = opts.metrics ?? createMetrics();
+  return new TrackedConsumer<T>({ kafka: fx.kafka, log: fx.log, topics: [fx.topic], stallMs: 60_000, metrics, deadLetters: fx.deadLetters(metrics), ...opts });
+}
+
+/** Each record's value as a string. */
+const asString = (m: { value: Buffer | null }): Decoded<string> => ({ kind: 'value', value: m.value!.toString() });
 
 /** Against the run's real broker: two members of one group and a rebalance in the middle of slow work. */
 describe('TrackedConsumer across a rebalance', () => {
   const fx = consumerFixture('tracked', 2);
-  const { topic, log } = fx;
+  const { topic } = fx;
   const groupId = `tracked-group-${fx.id}`;
 
-  const member = (handle: (partition: number, offset: string) => Promise<void>) => {
-    const metrics = createMetrics();
-    return new TrackedConsumer<string>({
-      kafka: fx.kafka,
-      log,
-      metrics,
+  const member = (handle: (partition: number, offset: string) => Promise<void>) =>
+    trackedConsumer<string>(fx, {
       groupId,
-      topics: [topic],
-      decode: (m): Decoded<string> => ({ kind: 'value', value: m.value!.toString() }),
-      deadLetters: fx.deadLetters(metrics),
-      stallMs: 60_000,
+      decode: asString,
       maxOutstanding: 100,
       handle: (_record, message, partition) => ({ kind: 'work', done: handle(partition, message.offset) }),
     });
-  };
 
   it("never commits work of an earlier generation or of a partition it no longer owns: committed offsets only move forward", async () => {
     const producer = fx.kafka.producer();
@@ -108,7 +112,7 @@ describe('TrackedConsumer across a rebalance', () => {
 /** Against the run's real broker: a partition of records due a few ms apart (a retry tier behind a dead destination). */
 describe('TrackedConsumer waiting for records not yet due', () => {
   const fx = consumerFixture('due', 1);
-  const { topic, log } = fx;
+  const { topic } = fx;
 
   it('with dueSlackMs, takes the records due within the slack in one fetch: a few waits, not one per record, and none handled early', async () => {
     const count = 400;
@@ -122,19 +126,12 @@ describe('TrackedConsumer waiting for records not yet due', () => {
     let decodes = 0;
     let waits = 0;
     const handledLate: number[] = [];
-    const metrics = createMetrics();
-    const consumer = new TrackedConsumer<number>({
-      kafka: fx.kafka,
-      log,
-      metrics,
+    const consumer = trackedConsumer<number>(fx, {
       groupId: `due-group-${fx.id}`,
-      topics: [topic],
       decode: (m): Decoded<number> => {
         decodes++;
         return { kind: 'value', value: Number(m.value!.toString()) };
       },
-      deadLetters: fx.deadLetters(metrics),
-      stallMs: 60_000,
       maxOutstanding: 1000,
       dueSlackMs: 1000,
       handle: (record) => {
@@ -170,7 +167,7 @@ describe('TrackedConsumer waiting for records not yet due', () => {
 /** Against the run's real broker: a backlog whose records need no wait (a fan-out's events no destination selects). */
 describe('TrackedConsumer draining a backlog', () => {
   const fx = consumerFixture('drain', 2);
-  const { topic, log } = fx;
+  const { topic } = fx;
 
   const produce = async (count: number) => {
     const producer = fx.kafka.producer();
@@ -185,20 +182,8 @@ describe('TrackedConsumer draining a backlog', () => {
     return offsets!.partitions.reduce((n, p) => n + Math.max(0, Number(p.offset)), 0);
   };
   /** A member of `groupId` reading the topic from its start; `opts` gives the handler and bounds. */
-  const member = (groupId: string, opts: Pick<ConstructorParameters<typeof TrackedConsumer<string>>[0], 'handle' | 'maxOutstanding' | 'slices'>) => {
-    const metrics = createMetrics();
-    return new TrackedConsumer<string>({
-      kafka: fx.kafka,
-      log,
-      metrics,
-      groupId,
-      topics: [topic],
-      decode: (m): Decoded<string> => ({ kind: 'value', value: m.value!.toString() }),
-      deadLetters: fx.deadLetters(metrics),
-      stallMs: 60_000,
-      ...opts,
-    });
-  };
+  const member = (groupId: string, opts: Pick<TrackedConsumerOptions<string>, 'handle' | 'maxOutstanding'> & Partial<TrackedConsumerOptions<string>>) =>
+    trackedConsumer<string>(fx, { groupId, decode: asString, ...opts });
 
   it('gives the event loop a turn after every slice of records, and handles and commits every record once', async () => {
     const count = 3000;
