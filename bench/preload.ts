@@ -15,15 +15,7 @@ export async function freshTopics(ctx: BenchContext, prefix: string): Promise<To
     await ensureTopics(admin, topicDefinitions(topics, ctx.partitions));
     // A topic created a moment ago can still answer NOT_LEADER on a loaded
     // broker; ListOffsets succeeding on every partition means it is served.
-    for (let attempt = 0; ; attempt++) {
-      try {
-        await admin.fetchTopicOffsets(topics.playerEvents);
-        break;
-      } catch (err) {
-        if (attempt >= 100) throw err;
-        await sleep(200);
-      }
-    }
+    await retried(() => admin.fetchTopicOffsets(topics.playerEvents), 100, 200);
   } finally {
     await admin.disconnect();
   }
@@ -53,15 +45,7 @@ export async function preloadEvents(ctx: BenchContext, registry: SchemaRegistry,
           const records = [];
           for (let i = from; i < next; i++) records.push(recordOf(playerEvent(i, videoIds), tenantId, (v) => parseVideoId(v)!, base + i));
           const messages = kafkaMessages(registry, records);
-          for (let attempt = 0; ; attempt++) {
-            try {
-              await producer.send({ topic, acks: -1, messages });
-              break;
-            } catch (err) {
-              if (attempt >= 5) throw err;
-              await sleep(500);
-            }
-          }
+          await retried(() => producer.send({ topic, acks: -1, messages }), 5, 500);
         }
       }),
     );
@@ -69,4 +53,16 @@ export async function preloadEvents(ctx: BenchContext, registry: SchemaRegistry,
     await producer.disconnect();
   }
   return { perSec: events / ((performance.now() - t0) / 1000), tenantId };
+}
+
+/** `fn`, tried again after `delayMs` up to `retries` times. */
+async function retried<T>(fn: () => Promise<T>, retries: number, delayMs: number): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (attempt >= retries) throw err;
+      await sleep(delayMs);
+    }
+  }
 }
