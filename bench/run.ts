@@ -92,6 +92,11 @@ const PLAN = {
 const T0 = performance.now();
 const progress = (msg: string) => process.stderr.write(`[bench +${((performance.now() - T0) / 1000).toFixed(0).padStart(3)} s] ${msg}\n`);
 const out = (s = '') => process.stdout.write(`${s}\n`);
+/** The report's closing lines: the load average and the run's duration. */
+const outEnd = () => {
+  out(`load avg    ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} (1/5/15 min, at the end)`);
+  out(`duration    ${((performance.now() - T0) / 1000).toFixed(0)} s`);
+};
 /** 1-minute load average as each phase began: the machine is shared. */
 const loads: Record<string, number> = {};
 const loadNote = (phase: string) => `(1-min load average at the start of this phase: ${loads[phase]?.toFixed(2) ?? 'n/a'} on ${os.cpus().length} CPUs)`;
@@ -261,8 +266,7 @@ async function main(): Promise<void> {
       out('## 3. Freshness (202 ack → readable through GET /v1/videos/:id/events?since=)');
       for (const f of freshness) reportFreshness(f);
       out('BENCH_PHASES=freshness: intake, projector and read-latency phases not run');
-      out(`load avg    ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} (1/5/15 min, at the end)`);
-      out(`duration    ${((performance.now() - T0) / 1000).toFixed(0)} s`);
+      outEnd();
       return;
     }
 
@@ -275,15 +279,13 @@ async function main(): Promise<void> {
       const reads = await benchReadLatency(ctx, worker, { tenantId: lt.tenant.id, apiKey: lt.apiKey!, videoIds: lt.videoIds, stored: PLAN.stored, requests: PLAN.readRequests, cursorSecret });
       await worker.stop();
       reportReads(reads);
-      out(`load avg    ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} (1/5/15 min, at the end)`);
-      out(`duration    ${((performance.now() - T0) / 1000).toFixed(0)} s`);
+      outEnd();
       return;
     }
     if (ONLY_PROJECTOR) {
       loads.projector = os.loadavg()[0]!;
       reportProjector(await benchProjector(ctx, { events: PLAN.projectorEvents, rounds: PLAN.projectorRounds }));
-      out(`load avg    ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} (1/5/15 min, at the end)`);
-      out(`duration    ${((performance.now() - T0) / 1000).toFixed(0)} s`);
+      outEnd();
       return;
     }
     const fanoutDrain = () => {
@@ -292,8 +294,7 @@ async function main(): Promise<void> {
     };
     if (ONLY_FANOUT) {
       reportFanoutDrain(await fanoutDrain());
-      out(`load avg    ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} (1/5/15 min, at the end)`);
-      out(`duration    ${((performance.now() - T0) / 1000).toFixed(0)} s`);
+      outEnd();
       return;
     }
     loads.intake = os.loadavg()[0]!;
@@ -307,8 +308,7 @@ async function main(): Promise<void> {
     if (ONLY_INTAKE) {
       reportIntake(intake);
       out('BENCH_PHASES=intake: projector, freshness and read-latency phases not run');
-      out(`load avg    ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} (1/5/15 min, at the end)`);
-      out(`duration    ${((performance.now() - T0) / 1000).toFixed(0)} s`);
+      outEnd();
       return;
     }
     loads.projector = os.loadavg()[0]!;
@@ -337,8 +337,7 @@ async function main(): Promise<void> {
     reportFanoutDrain(drain);
     out();
     out(`stack start retries ${startRetries.length ? startRetries.join('; ') : 'none'}`);
-    out(`load avg    ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} (1/5/15 min, at the end)`);
-    out(`duration    ${((performance.now() - T0) / 1000).toFixed(0)} s`);
+    outEnd();
   } finally {
     progress('cleaning up (stacks, broker, temp dirs)');
     await cleanup();
