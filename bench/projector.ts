@@ -33,6 +33,7 @@ export interface ProjectorResult {
   steadyMedian: number;
   fromStartMedian: number;
   rawWithMvMedian: number;
+  rawWithMvObjectsMedian: number;
   rawPlainMedian: number;
   meanBatch: number;
 }
@@ -109,7 +110,7 @@ export async function benchProjector(ctx: BenchContext, opts: { events: number; 
       };
       rounds.push(round);
       ctx.progress(
-        `projector round ${r + 1}/${opts.rounds}: ${Math.round(round.steadyPerSec)} events/s steady, ${Math.round(round.fromStartPerSec)} from start; raw insert ${Math.round(raw.withMv[0]!)} rows/s (with view), ${Math.round(raw.plain[0]!)} (table only)`,
+        `projector round ${r + 1}/${opts.rounds}: ${Math.round(round.steadyPerSec)} events/s steady, ${Math.round(round.fromStartPerSec)} from start; raw insert ${Math.round(raw.withMv[0]!)} rows/s (with view), ${Math.round(raw.withMvObjects[0]!)} (with view, JSONEachRow), ${Math.round(raw.plain[0]!)} (table only)`,
       );
     } finally {
       await worker.stop();
@@ -120,6 +121,7 @@ export async function benchProjector(ctx: BenchContext, opts: { events: number; 
     steadyMedian: median(rounds.map((r) => r.steadyPerSec)),
     fromStartMedian: median(rounds.map((r) => r.fromStartPerSec)),
     rawWithMvMedian: median(rounds.flatMap((r) => r.raw.withMv)),
+    rawWithMvObjectsMedian: median(rounds.flatMap((r) => r.raw.withMvObjects)),
     rawPlainMedian: median(rounds.flatMap((r) => r.raw.plain)),
     meanBatch: median(rounds.map((r) => r.meanBatch)),
   };

@@ -440,7 +440,7 @@ function reportProjector(projector: ProjectorResult): void {
   out();
   out(
     table([
-      ['round', 'projector steady', 'incl. group join', 'start→first rows', 'inserts', 'mean batch', 'mean insert', 'insert total / wall', 'event loop p99 / max', 'raw insert +view', 'raw insert table', 'CPU cores used'],
+      ['round', 'projector steady', 'incl. group join', 'start→first rows', 'inserts', 'mean batch', 'mean insert', 'insert total / wall', 'event loop p99 / max', 'raw insert +view', 'raw +view, JSONEachRow', 'raw insert table', 'CPU cores used'],
       ...projector.rounds.map((r, i) => [
         String(i + 1),
         `${fmtInt(r.steadyPerSec)}/s`,
@@ -452,6 +452,7 @@ function reportProjector(projector: ProjectorResult): void {
         `${r.insertTotalSec.toFixed(1)} s / ${r.wallSec.toFixed(1)} s`,
         `${fmtMs(r.eld.p99)} / ${fmtMs(r.eld.max)}`,
         `${fmtInt(r.raw.withMv[0]!)}/s`,
+        `${fmtInt(r.raw.withMvObjects[0]!)}/s`,
         `${fmtInt(r.raw.plain[0]!)}/s`,
         fmtCores(r.cores),
       ]),
@@ -460,7 +461,8 @@ function reportProjector(projector: ProjectorResult): void {
   out();
   out(`projector (median, steady)         ${fmtInt(projector.steadyMedian)} events/s`);
   out(`projector (median, incl. join)     ${fmtInt(projector.fromStartMedian)} events/s`);
-  out(`raw chdb insert, same DDL + view   ${fmtInt(projector.rawWithMvMedian)} rows/s (batches of ${fmtInt(projector.meanBatch)}, JSONEachRow via @clickhouse/client)`);
+  out(`raw chdb insert, same DDL + view   ${fmtInt(projector.rawWithMvMedian)} rows/s (batches of ${fmtInt(projector.meanBatch)}, JSONCompactEachRow as the projector sends them, via @clickhouse/client)`);
+  out(`  the same as JSONEachRow objects   ${fmtInt(projector.rawWithMvObjectsMedian)} rows/s (the format of the runs before 2026-11-23; projector / this: ${fmtRatio(projector.steadyMedian / projector.rawWithMvObjectsMedian)})`);
   out(`raw chdb insert, table only        ${fmtInt(projector.rawPlainMedian)} rows/s`);
   out(`projector / raw insert (+view)     ${fmtRatio(projector.steadyMedian / projector.rawWithMvMedian)}  (issue 9 target ≥ 0.85×: ${projector.steadyMedian / projector.rawWithMvMedian >= 0.85 ? 'MET' : 'MISSED'})`);
   out(`pre-load rate (raw producer, 500/send, 8 in flight): ${fmtInt(projector.rounds[0]?.preloadPerSec ?? Number.NaN)} events/s`);

@@ -13,6 +13,7 @@ import { createClickHouse, type ClickHouseClient } from '../shared/clickhouse/cl
 import { loadConfig } from '../shared/config.ts';
 import { createLogger } from '../shared/logger.ts';
 import { startStack, type Stack } from '../services/stack.ts';
+import { EVENT_COLUMNS } from '../services/projector/event-rows.ts';
 import { InspectorProfiler } from './inspector-profiler.ts';
 import type { ProcessStats, QueryStats, WatchResult, WorkerReady, WorkerRequest, WorkerResponse, RawInsertResult } from './worker-protocol.ts';
 
@@ -155,46 +156,24 @@ async function watchCount(ch: ClickHouseClient, target: number, timeoutMs: numbe
   }
 }
 
-const COLUMNS = [
-  'tenant_id',
-  'video_id',
-  'timestamp',
-  'event_id',
-  'event_name',
-  'session_id',
-  'visitor_id',
-  'current_time',
-  'duration',
-  'watched_percentage',
-  'play_ms',
-  'focus_ms',
-  'seek_from',
-  'seek_to',
-  'utm_source',
-  'utm_campaign',
-  'ctwa_clid',
-  'external_lead_id',
-  'source',
-  'conversion_value',
-  'conversion_currency',
-  'received_at',
-];
-
 /**
  * The raw chdb insert rate for the rows the projector wrote: read back
- * (in time order, as they arrive from Kafka), then inserted with the same
- * client call (objects, JSONEachRow) in batches of `batchSize` into scratch
- * tables of the same DDL, once with the visitor materialized view attached
- * (the work the projector's insert does) and once without.
+ * (in time order, as they arrive from Kafka), then inserted with the
+ * client's `insert` in batches of `batchSize` into scratch tables of the same
+ * DDL: as the projector sends them (JSONCompactEachRow, EVENT_COLUMNS) with
+ * the visitor materialized view attached (the work the projector's insert
+ * does) and without it, and as JSONEachRow objects with the view (the
+ * format of the runs before 2026-11-23).
  */
 async function rawInsert(ch: ClickHouseClient, batchSize: number, rounds: number): Promise<RawInsertResult> {
-  const rs = await ch.query({ query: `SELECT ${COLUMNS.join(', ')} FROM events ORDER BY timestamp, event_id`, format: 'JSONEachRow' });
+  const rs = await ch.query({ query: `SELECT ${EVENT_COLUMNS.join(', ')} FROM events ORDER BY timestamp, event_id`, format: 'JSONEachRow' });
   const rows = await rs.json<Record<string, unknown>>();
   // JSON output quotes 64-bit integers; the projector sends numbers.
   for (const r of rows) {
     r.play_ms = Number(r.play_ms);
     r.focus_ms = Number(r.focus_ms);
   }
+  const arrays = rows.map((r) => EVENT_COLUMNS.map((c) => r[c]));
   const ddl = readFileSync(join(REPO_ROOT, 'infra/clickhouse/002_visitor_events.sql'), 'utf8');
   const mv = /CREATE MATERIALIZED VIEW[\s\S]*?FROM events\s*;/.exec(ddl)?.[0];
   if (!mv) throw new Error('could not find the visitor materialized view in 002_visitor_events.sql');
@@ -208,23 +187,27 @@ async function rawInsert(ch: ClickHouseClient, batchSize: number, rounds: number
       .replace(/FROM events\s*;$/, 'FROM bench_raw_events'),
   });
 
-  const run = async (table: string, truncate: string[]): Promise<number> => {
+  const run = async (table: string, truncate: string[], format: 'JSONCompactEachRow' | 'JSONEachRow'): Promise<number> => {
     for (const t of truncate) await ch.command({ query: `TRUNCATE TABLE ${t}` });
     const started = performance.now();
     for (let i = 0; i < rows.length; i += batchSize) {
-      await ch.insert({ table, values: rows.slice(i, i + batchSize), format: 'JSONEachRow' });
+      if (format === 'JSONEachRow') await ch.insert({ table, values: rows.slice(i, i + batchSize), format });
+      else await ch.insert({ table, values: arrays.slice(i, i + batchSize), format, columns: [...EVENT_COLUMNS] });
     }
     return rows.length / ((performance.now() - started) / 1000);
   };
   const withMv: number[] = [];
+  const withMvObjects: number[] = [];
   const plain: number[] = [];
+  const withView = ['bench_raw_events', 'bench_raw_visitor_events'];
   for (let r = 0; r < rounds; r++) {
-    withMv.push(await run('bench_raw_events', ['bench_raw_events', 'bench_raw_visitor_events']));
-    plain.push(await run('bench_raw_events_plain', ['bench_raw_events_plain']));
+    withMv.push(await run('bench_raw_events', withView, 'JSONCompactEachRow'));
+    withMvObjects.push(await run('bench_raw_events', withView, 'JSONEachRow'));
+    plain.push(await run('bench_raw_events_plain', ['bench_raw_events_plain'], 'JSONCompactEachRow'));
   }
   const rs2 = await ch.query({ query: 'SELECT count() AS c FROM bench_raw_visitor_events', format: 'JSONEachRow' });
   const mvRows = Number((await rs2.json<{ c: string }>())[0]?.c ?? 0);
-  return { rows: rows.length, batchSize, withMv, plain, mvRows };
+  return { rows: rows.length, batchSize, withMv, withMvObjects, plain, mvRows };
 }
 
 main().catch((err: unknown) => {

@@ -67,9 +67,11 @@ export interface WatchResult {
 export interface RawInsertResult {
   rows: number;
   batchSize: number;
-  /** rows/s per round, into a copy of events with the visitor view attached. */
+  /** rows/s per round, into a copy of events with the visitor view attached, as the projector sends them (JSONCompactEachRow). */
   withMv: number[];
-  /** rows/s per round, into a copy of events alone. */
+  /** The same as JSONEachRow objects (the format of the runs before 2026-11-23). */
+  withMvObjects: number[];
+  /** rows/s per round, into a copy of events alone (JSONCompactEachRow). */
   plain: number[];
   /** Rows the copied view produced (a check that it fired). */
   mvRows: number;

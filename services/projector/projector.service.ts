@@ -2,7 +2,7 @@ import type { Kafka } from 'kafkajs';
 import { PlayerEventRecord, SecurityEventRecord, VideoRecord, WebhookAttemptRecord } from '../../schemas/records.ts';
 import type { SchemaRegistry } from '../../schemas/registry.ts';
 import { chTime, type ClickHouseClient } from '../../shared/clickhouse/clickhouse.ts';
-import { insertRows } from '../../shared/clickhouse/insert-rows.ts';
+import { insertRows, type InsertRowsOptions } from '../../shared/clickhouse/insert-rows.ts';
 import { BatchConsumer, type BatchItem } from '../../shared/kafka/batch-consumer.ts';
 import { groupProblems } from '../../shared/kafka/group-member.ts';
 import type { DeadLetterSink } from '../../shared/kafka/dead-letters.ts';
@@ -11,7 +11,7 @@ import type { Topics } from '../../shared/kafka/topics.ts';
 import type { Logger } from '../../shared/logger.ts';
 import type { Metrics } from '../../shared/metrics.ts';
 import { dedupeRetriedEvents } from './event-dedupe.ts';
-import { eventRow, type EventRow } from './event-rows.ts';
+import { EVENT_COLUMNS, eventLine, eventRow, type EventRow } from './event-rows.ts';
 
 export interface ProjectorDeps {
   kafka: Kafka;
@@ -43,9 +43,9 @@ export async function startProjector(deps: ProjectorDeps) {
   const PROJECTOR_GROUP = `${deps.groupPrefix}projector`;
   const VIDEOS_GROUP = `${deps.groupPrefix}projector-videos`;
 
-  const insert = async (table: string, values: object[], lines?: ReadonlyMap<object, string>): Promise<void> => {
+  const insert = async (table: string, values: object[], opts?: InsertRowsOptions): Promise<void> => {
     const started = performance.now();
-    await insertRows(deps.clickhouse, table, values, lines);
+    await insertRows(deps.clickhouse, table, values, opts);
     deps.metrics.insertDuration.observe({ table }, (performance.now() - started) / 1000);
   };
 
@@ -65,7 +65,7 @@ export async function startProjector(deps: ProjectorDeps) {
       const d = decodeEvent(message);
       if (d.kind !== 'value') return d;
       const row = eventRow(d.value);
-      return { kind: 'value', value: { row, line: JSON.stringify(row) } };
+      return { kind: 'value', value: { row, line: eventLine(row) } };
     },
     maxMessages: deps.maxRows,
     handle: async (items) => {
@@ -74,7 +74,7 @@ export async function startProjector(deps: ProjectorDeps) {
       // and is serialized as it is now.
       const lines = new Map<object, string>(decoded.map((d) => [d.row, d.line]));
       const rows = await dedupeRetriedEvents(deps.clickhouse, decoded.map((d) => d.row), log);
-      if (rows.length > 0) await insert('events', rows, lines);
+      if (rows.length > 0) await insert('events', rows, { lines, columns: EVENT_COLUMNS });
       deps.metrics.batchSize.observe(rows.length);
     },
   });

@@ -73,7 +73,7 @@ describe('insertRows (embedded ClickHouse)', () => {
     const lined = { id: 6, name: 'now', note: null, at: chTime(1_700_000_000_006) };
     const lines = new Map<object, string>([kept, original].map((r) => [r, JSON.stringify(r)]));
     lines.set(lined, JSON.stringify({ ...lined, name: 'on arrival' }));
-    await insertRows(ch, 't', [kept, changed, lined], lines);
+    await insertRows(ch, 't', [kept, changed, lined], { lines });
     expect((await read()).filter((r) => r.id >= 4)).toEqual([
       { id: 4, name: 'as decoded', note: null, at: '2023-11-14 22:13:20.004' },
       { id: 5, name: 'after', note: null, at: '2023-11-14 22:13:20.005' },
@@ -108,8 +108,31 @@ describe('insertRows (embedded ClickHouse)', () => {
     expect(await read()).toHaveLength(6);
   });
 
+  it('with columns, sends each row as an array in their order: lines serialized ahead, and rows serialized here', async () => {
+    const columns = ['id', 'name', 'note', 'at'] as const;
+    const asLine = (r: { id: number; name: string; note: string | null; at: string }) => JSON.stringify(columns.map((c) => r[c]));
+    const ahead = { id: 20, name: 'tab\there "quoted" \\ ünïcode', note: null, at: chTime(1_700_000_000_020) };
+    const here = { id: 21, name: 'line', note: 'x\ny', at: chTime(1_700_000_000_021) };
+    // Keys in another order than the columns: the values still go in the columns' order.
+    const reordered = { at: chTime(1_700_000_000_022), note: 'n', name: 'reordered', id: 22 };
+    await insertRows(ch, 't', [ahead, here, reordered], { lines: new Map([[ahead, asLine(ahead)]]), columns });
+    expect((await read()).filter((r) => r.id >= 20)).toEqual([
+      { id: 20, name: 'tab\there "quoted" \\ ünïcode', note: null, at: '2023-11-14 22:13:20.020' },
+      { id: 21, name: 'line', note: 'x\ny', at: '2023-11-14 22:13:20.021' },
+      { id: 22, name: 'reordered', note: 'n', at: '2023-11-14 22:13:20.022' },
+    ]);
+  });
+
+  it('with columns, refuses a row with a key outside them and a column that is not an identifier, inserting nothing', async () => {
+    const before = (await read()).length;
+    const columns = ['id', 'name', 'note', 'at'];
+    await expect(insertRows(ch, 't', [{ id: 30, name: 'a', note: null, at: chTime(0), extra: 1 }], { columns })).rejects.toThrow(/not in the insert's list: "extra"/);
+    await expect(insertRows(ch, 't', [{ id: 31 }], { columns: ['id) SELECT 1 --'] })).rejects.toThrow(/not a column name/);
+    expect(await read()).toHaveLength(before);
+  });
+
   it('fails the call when ClickHouse refuses a row, inserting none of the batch', async () => {
     await expect(insertRows(ch, 't', [{ id: 10, name: 'ok', note: null, at: chTime(0) }, { id: 'eleven', name: 'bad' }])).rejects.toThrow();
-    expect((await read()).map((r) => r.id)).toEqual([1, 2, 3, 4, 5, 6]);
+    expect((await read()).map((r) => r.id)).toEqual([1, 2, 3, 4, 5, 6, 20, 21, 22]);
   });
 });

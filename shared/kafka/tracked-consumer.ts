@@ -121,13 +121,21 @@ export class TrackedConsumer<T> extends GroupMember<T> {
   async #eachBatch({ batch, resolveOffset, heartbeat, isRunning, isStale, pause }: EachBatchPayload): Promise<void> {
     const { topic, partition } = batch;
     const generation = this.generation;
+    const current = () => isRunning() && !isStale() && !this.stopping && generation === this.generation;
+    if (!current()) return;
     for (const message of batch.messages) {
+      // NOTE: what makes the batch stale (a stop, a seek, a rebalance) can
+      // only happen while the loop waits; checked after each wait, not for
+      // every record (kafkajs' isStale builds a key per call).
       // Records that need no wait (none selected by a destination, say) are
       // handled without one: a turn of the event loop every slice.
-      if (this.#slices.due) await this.#slices.next();
+      if (this.#slices.due) {
+        await this.#slices.next();
+        if (!current()) return;
+      }
       // Backpressure, checked before a record is taken on so that the loops
       // of all partitions together stay within the bound.
-      while (this.#tracker.inFlight >= this.opts.maxOutstanding && isRunning() && !isStale() && !this.stopping) {
+      while (this.#tracker.inFlight >= this.opts.maxOutstanding) {
         // One shared promise for every waiting loop, not a race over all the
         // work in flight (thousands of reactions per record at the bound).
         this.#finished ??= settles();
@@ -138,8 +146,8 @@ export class TrackedConsumer<T> extends GroupMember<T> {
           clearTimeout(beat);
         }
         await heartbeat();
+        if (!current()) return;
       }
-      if (!isRunning() || isStale() || this.stopping || generation !== this.generation) return;
       const outcome = this.outcome(topic, partition, message);
       let handling: Handling;
       if (outcome.kind === 'poison') {
