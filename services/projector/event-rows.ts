@@ -1,7 +1,7 @@
 import type { PlayerEventRecord } from '../../schemas/records.ts';
 import { chTime } from '../../shared/clickhouse/clickhouse.ts';
 
-/** An `events` row as the projector inserts it (JSONEachRow). */
+/** An `events` row as the projector builds it; it goes to ClickHouse as `eventLine` (JSONCompactEachRow). */
 export type EventRow = ReturnType<typeof eventRow>;
 
 /** The ClickHouse `events` row of a player event (pure). */

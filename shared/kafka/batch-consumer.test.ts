@@ -161,6 +161,63 @@ describe('BatchConsumer offset commits', () => {
     expect(calls).toBeGreaterThanOrEqual(4);
     expect(violations).toEqual([]);
   }, 90_000);
+
+  it('runs the next handler call during a commit, but no further while that commit is held; then commits everything', async () => {
+    const group = `batch-held-commit-${fx.id}`;
+    const { topic } = fx;
+    const producer = fx.kafka.producer();
+    await producer.connect();
+    for (const partition of [0, 1]) {
+      await producer.send({ topic, messages: Array.from({ length: 60 }, (_, i) => ({ partition, value: `h${partition}-${i}` })) });
+    }
+    await producer.disconnect();
+    const ends = await fx.admin.fetchTopicOffsets(topic);
+
+    let calls = 0;
+    const consumer = batchConsumer<string>(fx, {
+      groupId: group,
+      decode: (m) => ({ kind: 'value', value: m.value!.toString() }),
+      flushMs: 5,
+      maxMessages: 10,
+      handle: async () => {
+        calls++;
+      },
+    });
+    // Fault: the broker holds the first commit (the real request goes out once released).
+    const inner = (consumer as unknown as { consumer: { commitOffsets: (o: unknown) => Promise<void> } }).consumer;
+    const commit = inner.commitOffsets.bind(inner);
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    let callsAtHold: number | undefined;
+    inner.commitOffsets = async (offsets) => {
+      if (callsAtHold === undefined) {
+        callsAtHold = calls;
+        await released;
+      }
+      return commit(offsets);
+    };
+    try {
+      await consumer.start();
+      await expect.poll(() => callsAtHold, { timeout: 30_000, interval: 20 }).toBeDefined();
+      // Records keep waiting (120 in calls of 10), yet while the commit is
+      // held only the one call after it runs.
+      await new Promise((r) => setTimeout(r, 1500));
+      expect(calls - callsAtHold!).toBe(1);
+      release();
+      await expect
+        .poll(
+          async () => {
+            const [committed] = await fx.admin.fetchOffsets({ groupId: group, topics: [topic] });
+            return committed!.partitions.map((p) => [p.partition, p.offset]).sort();
+          },
+          { timeout: 30_000, interval: 200 },
+        )
+        .toEqual(ends.map((p) => [p.partition, p.high]).sort());
+    } finally {
+      release();
+      await consumer.stop(10_000);
+    }
+  }, 90_000);
 });
 
 /** Against the run's real broker: how a backlog is fetched and decoded. */
