@@ -69,11 +69,17 @@ export async function startProjector(deps: ProjectorDeps) {
     },
     maxMessages: deps.maxRows,
     handle: async (items) => {
-      const decoded = values(items);
       // A row the dedupe step changes is a new object: it has no line here
-      // and is serialized as it is now.
-      const lines = new Map<object, string>(decoded.map((d) => [d.row, d.line]));
-      const rows = await dedupeRetriedEvents(deps.clickhouse, decoded.map((d) => d.row), log);
+      // and is serialized as it is now. (One loop: this runs for every
+      // record of a drain, and garbage is a tenth of its CPU.)
+      const decoded: EventRow[] = [];
+      const lines = new Map<object, string>();
+      for (const { record } of items) {
+        if (record.kind !== 'value') continue;
+        decoded.push(record.value.row);
+        lines.set(record.value.row, record.value.line);
+      }
+      const rows = await dedupeRetriedEvents(deps.clickhouse, decoded, log);
       if (rows.length > 0) await insert('events', rows, { lines, columns: EVENT_COLUMNS });
       deps.metrics.batchSize.observe(rows.length);
     },
