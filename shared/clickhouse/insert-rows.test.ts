@@ -4,7 +4,9 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chTime, chTimeOf, createClickHouse, type ClickHouseClient } from './clickhouse.ts';
-import { insertRows, ROWS_PER_TURN } from './insert-rows.ts';
+import { loopTurns, mostPerTurn } from '../../test/helpers/loop-turns.ts';
+import { TimeSlices } from '../time-slices.ts';
+import { insertRows } from './insert-rows.ts';
 
 describe('chTime', () => {
   it('formats every millisecond as the reference (Date.toISOString) does, in any order of calls', () => {
@@ -81,22 +83,22 @@ describe('insertRows (embedded ClickHouse)', () => {
     ]);
   });
 
-  it('serializes a large batch over several turns of the event loop and inserts it whole', async () => {
-    const n = 2 * ROWS_PER_TURN + 500;
-    let serialized = 0;
+  it('serializes rows in slices of the event loop, with turns between them, and inserts the batch whole', async () => {
+    const n = 400;
+    const turns = loopTurns();
+    const serializedIn: number[] = [];
     const rows = Array.from({ length: n }, (_, i) => ({
       toJSON: () => {
-        serialized++;
+        serializedIn.push(turns.count);
+        const until = performance.now() + 0.05; // 0.05 ms of work per row
+        while (performance.now() < until);
         return { id: 1000 + i, name: `r${i}`, note: null, at: chTime(1_700_000_000_000 + i) };
       },
     }));
-    // A timer that fires while the batch is being serialized: with all rows
-    // serialized in one turn it would first see every row done.
-    let seenAtFirstTick: number | undefined;
-    const timer = setInterval(() => (seenAtFirstTick ??= serialized), 0);
-    await insertRows(ch, 't', rows).finally(() => clearInterval(timer));
-    expect(serialized).toBe(n);
-    expect(seenAtFirstTick).toBeLessThan(n);
+    // 2-ms slices: about 40 rows between turns; all 400 in one turn without them.
+    await insertRows(ch, 't', rows, { slices: new TimeSlices(2) }).finally(() => turns.stop());
+    expect(serializedIn).toHaveLength(n);
+    expect(mostPerTurn(serializedIn)).toBeLessThan(n / 4);
     const rs = await ch.query({ query: 'SELECT toString(count()) AS c, toString(min(id)) AS lo, toString(max(id)) AS hi, toString(uniqExact(name)) AS u FROM t WHERE id >= 1000', format: 'JSONEachRow' });
     expect((await rs.json())[0]).toEqual({ c: String(n), lo: '1000', hi: String(1000 + n - 1), u: String(n) });
   });

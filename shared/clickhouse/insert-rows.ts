@@ -1,10 +1,7 @@
 import { Readable } from 'node:stream';
-import { setImmediate as nextTurn } from 'node:timers/promises';
 import { drainStream } from '@clickhouse/client';
+import { eventLoopSlices, type TimeSlices } from '../time-slices.ts';
 import type { ClickHouseClient } from './clickhouse.ts';
-
-/** Rows serialized in one turn of the event loop by `insertRows` (about 6 ms for `events` rows). */
-export const ROWS_PER_TURN = 2000;
 
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
@@ -19,14 +16,16 @@ export interface InsertRowsOptions {
    * (docs/performance.md). A row serialized here must have no other keys.
    */
   columns?: readonly string[];
+  /** Time between turns of the event loop while rows are serialized here (default: the process's eventLoopSlices). */
+  slices?: TimeSlices;
 }
 
 /**
  * Inserts rows into `table`: as JSONEachRow, or as JSONCompactEachRow in the
  * order of `columns` when given. Each row's line is taken from `lines` when
  * it is there (a consumer serializes rows as it decodes their records, which
- * overlaps the insert in progress), else serialized here, ROWS_PER_TURN at a
- * time with a turn of the event loop between. The client's `insert`
+ * overlaps the insert in progress), else serialized here in the process's
+ * slices of the event loop, as the consumers decode (time-slices.ts). The client's `insert`
  * serializes every row in one go: for the 20,000 rows of a full `events`
  * batch that held the event loop for 50-90 ms (docs/performance.md), and the
  * intake and API of the same process waited as long. The body goes as the
@@ -35,19 +34,17 @@ export interface InsertRowsOptions {
  */
 export async function insertRows(client: ClickHouseClient, table: string, rows: readonly object[], opts: InsertRowsOptions = {}): Promise<void> {
   if (!IDENTIFIER.test(table)) throw new Error(`not a table name: ${JSON.stringify(table)}`);
-  const { lines, columns } = opts;
+  const { lines, columns, slices = eventLoopSlices } = opts;
   const bad = columns?.find((c) => !IDENTIFIER.test(c));
   if (bad !== undefined) throw new Error(`not a column name: ${JSON.stringify(bad)}`);
   if (rows.length === 0) return;
   const serialize = columns ? compactLine(columns) : (row: object) => JSON.stringify(row);
   let body = '';
-  let serializedHere = 0;
   for (const row of rows) {
     let line = lines?.get(row);
     if (line === undefined) {
-      if (serializedHere > 0 && serializedHere % ROWS_PER_TURN === 0) await nextTurn();
+      if (slices.due) await slices.next();
       line = serialize(row);
-      serializedHere++;
     }
     body += `${line}\n`;
   }
