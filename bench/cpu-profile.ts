@@ -18,6 +18,26 @@ export interface CpuProfile {
   timeDeltas: number[];
 }
 
+/**
+ * The samples of `p` taken between `fromSec` and `toSec` after it started:
+ * e.g. a projector's drain without the process's start-up and without the
+ * raw inserts the bench runs in the same process afterwards.
+ */
+export function profileWindow(p: CpuProfile, fromSec: number, toSec: number): CpuProfile {
+  const samples: number[] = [];
+  const timeDeltas: number[] = [];
+  let t = 0;
+  p.samples.forEach((id, i) => {
+    const delta = p.timeDeltas[i] ?? 0;
+    t += delta;
+    if (t >= fromSec * 1e6 && t <= toSec * 1e6) {
+      samples.push(id);
+      timeDeltas.push(delta);
+    }
+  });
+  return { ...p, samples, timeDeltas };
+}
+
 const PROFILER = 'the profiler itself';
 /** Stages that are not the process's own work. */
 const NOT_BUSY = new Set(['idle', PROFILER]);
