@@ -25,12 +25,12 @@ export interface InsertRowsOptions {
  * order of `columns` when given. Each row's line is taken from `lines` when
  * it is there (a consumer serializes rows as it decodes their records, which
  * overlaps the insert in progress), else serialized here in the process's
- * slices of the event loop, as the consumers decode (time-slices.ts). The client's `insert`
- * serializes every row in one go: for the 20,000 rows of a full `events`
- * batch that held the event loop for 50-90 ms (docs/performance.md), and the
- * intake and API of the same process waited as long. The body goes as the
- * client's raw values (`exec`); the server or chdb parses it as one insert,
- * all rows or none.
+ * slices of the event loop, as the consumers decode (time-slices.ts). The
+ * client's `insert` serializes every row in one go: for the 20,000 rows of a
+ * full `events` batch that held the event loop for 50-90 ms
+ * (docs/performance.md), and the intake and API of the same process waited
+ * as long. The body goes as the client's raw values (`exec`); the server or
+ * chdb parses it as one insert, all rows or none.
  */
 export async function insertRows(client: ClickHouseClient, table: string, rows: readonly object[], opts: InsertRowsOptions = {}): Promise<void> {
   if (!IDENTIFIER.test(table)) throw new Error(`not a table name: ${JSON.stringify(table)}`);
