@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import type { SchemaRegistry } from '../schemas/registry.ts';
 import { parseVideoId, toVideoId } from '../shared/ids.ts';
+import { retryStartup } from '../shared/kafka/kafka.ts';
 import { JavaCompatiblePartitioner } from '../shared/kafka/partitioner.ts';
 import { ensureTopics, topicDefinitions, topicNames, type Topics } from '../shared/kafka/topics.ts';
-import { type BenchContext, sleep } from './context.ts';
+import type { BenchContext } from './context.ts';
 import { kafkaMessages, playerEvent, recordOf } from './workload.ts';
 
 /** Every topic of a stack under `prefix`, created and served (ListOffsets answers on each player-events partition). */
@@ -15,7 +16,7 @@ export async function freshTopics(ctx: BenchContext, prefix: string): Promise<To
     await ensureTopics(admin, topicDefinitions(topics, ctx.partitions));
     // A topic created a moment ago can still answer NOT_LEADER on a loaded
     // broker; ListOffsets succeeding on every partition means it is served.
-    await retried(() => admin.fetchTopicOffsets(topics.playerEvents), 100, 200);
+    await retryStartup(() => admin.fetchTopicOffsets(topics.playerEvents), 20_000);
   } finally {
     await admin.disconnect();
   }
@@ -45,7 +46,7 @@ export async function preloadEvents(ctx: BenchContext, registry: SchemaRegistry,
           const records = [];
           for (let i = from; i < next; i++) records.push(recordOf(playerEvent(i, videoIds), tenantId, (v) => parseVideoId(v)!, base + i));
           const messages = kafkaMessages(registry, records);
-          await retried(() => producer.send({ topic, acks: -1, messages }), 5, 500);
+          await retryStartup(() => producer.send({ topic, acks: -1, messages }), 3000);
         }
       }),
     );
@@ -55,14 +56,3 @@ export async function preloadEvents(ctx: BenchContext, registry: SchemaRegistry,
   return { perSec: events / ((performance.now() - t0) / 1000), tenantId };
 }
 
-/** `fn`, tried again after `delayMs` up to `retries` times. */
-async function retried<T>(fn: () => Promise<T>, retries: number, delayMs: number): Promise<T> {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return await fn();
-    } catch (err) {
-      if (attempt >= retries) throw err;
-      await sleep(delayMs);
-    }
-  }
-}

@@ -23,6 +23,13 @@ interface Fetched<T> {
   outcome?: Outcome<T>;
 }
 
+/** The last offset handled on a partition. */
+interface CommitPoint {
+  topic: string;
+  partition: number;
+  offset: string;
+}
+
 export interface BatchConsumerOptions<T> extends GroupMemberOptions<T> {
   /** How long messages may wait for others to share a handler call when none is running. */
   flushMs: number;
@@ -115,18 +122,13 @@ export class BatchConsumer<T> extends GroupMember<T> {
   }
 
   async #eachBatch({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
-    if (batch.messages.length === 0 || !isRunning() || isStale() || this.stopping) return;
+    const generation = this.generation;
+    const current = this.batchCheck({ isRunning, isStale });
+    if (batch.messages.length === 0 || !current()) return;
     // kafkajs hands over every partition's batch of a fetch response at
     // once. Decoded together they held the loop for as long as all of them
     // took: they are decoded in the process's shared slices of it.
-    const generation = this.generation;
-    const current = () => isRunning() && !isStale() && !this.stopping && generation === this.generation;
-    if (!current()) return;
     for (const message of batch.messages) {
-      // NOTE: what makes the batch stale (a stop, a seek, a rebalance) can
-      // only happen while the loop waits for its turn; checked after each
-      // wait, not for every record (kafkajs' isStale builds a key per call:
-      // 2-3 % of a drain's CPU).
       if (this.#slices.due) {
         await this.#slices.next();
         if (!current()) return;
@@ -222,9 +224,10 @@ export class BatchConsumer<T> extends GroupMember<T> {
     // handler call ends only once the commit before its own is done, so at
     // most one waits (a broker that does not answer commits holds the
     // handler calls, as before, rather than piling commits up).
+    const generation = this.generation;
     const points = this.#lastOffsets(fetched);
     const previous = this.#commits;
-    this.#commits = previous.then(() => this.#commit(points));
+    this.#commits = previous.then(() => this.#commit(generation, points));
     await previous;
   }
 
@@ -234,7 +237,7 @@ export class BatchConsumer<T> extends GroupMember<T> {
    * check and a BigInt per record were 5 % of a drain's CPU. Offsets are
    * below 2^53, so Number compares them.
    */
-  #lastOffsets(fetched: Fetched<T>[]): { topic: string; partition: number; offset: string; generation: number }[] {
+  #lastOffsets(fetched: Fetched<T>[]): CommitPoint[] {
     const last = new Map<string, Map<number, string>>();
     for (const f of fetched) {
       if (f.generation !== this.generation) continue;
@@ -243,17 +246,14 @@ export class BatchConsumer<T> extends GroupMember<T> {
       const seen = byPartition.get(f.partition);
       if (seen === undefined || Number(seen) < Number(f.message.offset)) byPartition.set(f.partition, f.message.offset);
     }
-    const out: { topic: string; partition: number; offset: string; generation: number }[] = [];
-    for (const [topic, byPartition] of last) {
-      for (const [partition, offset] of byPartition) out.push({ topic, partition, offset, generation: this.generation });
-    }
-    return out;
+    return [...last].flatMap(([topic, byPartition]) => [...byPartition].map(([partition, offset]) => ({ topic, partition, offset })));
   }
 
-  /** Commits the offset after each of `points` whose partition the member still owns in the generation it was read in. */
-  async #commit(points: { topic: string; partition: number; offset: string; generation: number }[]): Promise<void> {
+  /** Commits the offset after each of `points` (read in `generation`) whose partition the member still owns in that generation. */
+  async #commit(generation: number, points: CommitPoint[]): Promise<void> {
+    if (generation !== this.generation) return;
     const next = points
-      .filter((p) => p.generation === this.generation && this.owns(p.topic, p.partition))
+      .filter((p) => this.owns(p.topic, p.partition))
       .map(({ topic, partition, offset }) => ({ topic, partition, offset: (BigInt(offset) + 1n).toString() }));
     if (next.length === 0) return;
     try {

@@ -121,12 +121,9 @@ export class TrackedConsumer<T> extends GroupMember<T> {
   async #eachBatch({ batch, resolveOffset, heartbeat, isRunning, isStale, pause }: EachBatchPayload): Promise<void> {
     const { topic, partition } = batch;
     const generation = this.generation;
-    const current = () => isRunning() && !isStale() && !this.stopping && generation === this.generation;
+    const current = this.batchCheck({ isRunning, isStale });
     if (!current()) return;
     for (const message of batch.messages) {
-      // NOTE: what makes the batch stale (a stop, a seek, a rebalance) can
-      // only happen while the loop waits; checked after each wait, not for
-      // every record (kafkajs' isStale builds a key per call).
       // Records that need no wait (none selected by a destination, say) are
       // handled without one: a turn of the event loop every slice.
       if (this.#slices.due) {
