@@ -63,9 +63,28 @@ describe('bad input', () => {
       expectProblem(await postRaw('', 'application/json'), 400);
       expectProblem(await postRaw('{', 'application/json', '/api/public/conversion', { authorization: `Bearer ${A.apiKey}` }), 400);
       expectProblem(await postRaw('{', 'application/json', '/admin/v1/tenants', { authorization: `Bearer ${s.stack.adminToken}` }), 400);
-      // Prototype poisoning is refused, not merged.
-      expectProblem(await postRaw('{"__proto__": {"polluted": true}, "events": []}', 'application/json'), 400);
+      // Prototype poisoning is refused, not merged, at any depth and on both
+      // media types alike (the beacon's text/plain included), with a detail
+      // that names the key rather than calling the JSON malformed.
+      const poisoned = [
+        '{"__proto__": {"polluted": true}, "events": []}',
+        '{"events": [{"event_name": "video_play", "x_extra": {"__proto__": 0}}]}',
+        '{"events": [], "\\u005f_proto__": {"polluted": true}}',
+        '{"events": [{"constructor": {"prototype": {"polluted": true}}}]}',
+      ];
+      for (const raw of poisoned) {
+        for (const res of [
+          await postRaw(raw, 'application/json'),
+          await postRaw(raw, 'text/plain', `/v1/collect?key=${A.player_key}`, {}),
+        ]) {
+          expectProblem(res, 400, /"__proto__" key or a "constructor" key holding "prototype"/);
+          expect(res.body.type).toMatch(/bad_request$/);
+        }
+      }
+      expectProblem(await postRaw('{', 'application/json', '/admin/v1/tenants', { authorization: `Bearer ${s.stack.adminToken}` }), 400, /not valid JSON/);
       expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+      // "constructor" alone, without "prototype", is an ordinary unknown key.
+      expectProblem(await postRaw(JSON.stringify({ events: [okEvent({ x_extra: { constructor: 1 }, current_time: '1' })] }), 'application/json'), 422, /current_time/);
     });
 
     it('wrong types and shapes → 422 naming the field', async () => {
@@ -357,7 +376,15 @@ describe('bad input', () => {
         if (e.event_name === 'seek') return e.from !== undefined && e.to !== undefined;
         return true;
       };
+      // A "__proto__" key, or "constructor" holding "prototype", anywhere in the body (x_extra's JSON values can hold them).
+      const poisoned = (v: unknown): boolean =>
+        v !== null &&
+        typeof v === 'object' &&
+        Object.entries(v).some(
+          ([k, x]) => k === '__proto__' || (k === 'constructor' && x !== null && typeof x === 'object' && Object.hasOwn(x, 'prototype')) || poisoned(x),
+        );
       const oracle = (events: Record<string, unknown>[], now: number): number => {
+        if (poisoned(events)) return 400;
         if (events.length < 1 || events.length > 500 || !events.every(schemaOk)) return 422;
         for (const e of events) {
           const v = normVideo(e.video_id)!;
@@ -420,7 +447,7 @@ describe('bad input', () => {
           utm_campaign: field(fc.string({ maxLength: 20 }), fc.constant(null), false),
           ctwa_clid: field(fc.string({ maxLength: 20 }), fc.constant(42), false),
           external_lead_id: field(fc.string({ maxLength: 20 }), fc.constant(['x']), false),
-          x_extra: field(fc.jsonValue({ maxDepth: 1 }), fc.constant(undefined), false), // unknown keys are ignored
+          x_extra: field(fc.jsonValue({ maxDepth: 1 }), fc.constant(JSON.parse('{"__proto__":{"polluted":true}}')), false), // unknown keys are ignored; prototype keys are refused (400)
         },
       ).map((e) => Object.fromEntries(Object.entries(e).filter(([, v]) => v !== undefined)) as Record<string, unknown>);
 

@@ -15,6 +15,7 @@ import {
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import { ApiError, ERRORS, PROBLEM_CONTENT_TYPE, problem, type ErrorCode } from './errors.ts';
+import { parseJsonBody } from './json-body.ts';
 import { apiKeyRateLimit, type RateLimitOptions } from './rate-limit.ts';
 import { Problem } from './schemas.ts';
 
@@ -80,15 +81,19 @@ export async function buildHttpApp(opts: HttpAppOptions) {
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
 
-  // sendBeacon cannot set Content-Type: application/json without a CORS
-  // preflight, so the player sends its JSON as text/plain.
-  app.addContentTypeParser('text/plain', { parseAs: 'string' }, (_req, body, done) => {
+  // One JSON parser for both media types. sendBeacon cannot set
+  // Content-Type: application/json without a CORS preflight, so the player
+  // sends its JSON as text/plain.
+  const json = (_req: unknown, body: string | Buffer, done: (err: Error | null, body?: unknown) => void) => {
     try {
-      done(null, JSON.parse(body as string));
-    } catch {
-      done(new ApiError('invalid_json', 'body is not valid JSON'), undefined);
+      done(null, parseJsonBody(body as string));
+    } catch (err) {
+      done(err as Error, undefined);
     }
-  });
+  };
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, json);
+  app.addContentTypeParser('text/plain', { parseAs: 'string' }, json);
 
   await app.register(cors, {
     hook: 'onRequest',
