@@ -67,6 +67,12 @@ export function createMetrics() {
       labelNames: ['group'] as const,
       registers: [registry],
     }),
+    consumerRestarts: new Counter({
+      name: 'kafka_consumer_restarts_total',
+      help: 'Consumer crashes kafkajs restarts from (after a backoff that grows while the crashes come in a row), by group',
+      labelNames: ['group'] as const,
+      registers: [registry],
+    }),
     batchSize: new Histogram({
       name: 'projector_batch_size',
       help: 'Messages per ClickHouse insert',
