@@ -97,6 +97,11 @@ describe('health that tells the truth, under injected faults', () => {
     // The attempts topic disappears: the broker refuses every write to it until it is back.
     await admin.deleteTopics({ topics: [attempts] });
     try {
+      // deleteTopics returns once the controller recorded the deletion; the
+      // broker's own view follows. Only then is the event sent: an attempt
+      // record written in between would land in the doomed topic, no write
+      // would fail, and there would be no fault to report.
+      await eventually(async () => ((await admin.fetchTopicMetadata({ topics: [attempts] }).then(() => false, () => true)) ? true : undefined), 30_000, 100);
       await collect('vis_producer_down');
       const down = await eventually(async () => {
         const r = await readyz();
