@@ -55,12 +55,13 @@ export interface DedupeOutcome<R> {
 const keyOf = (r: Pick<DedupeRow, 'tenant_id' | 'event_id'>) => `${r.tenant_id.toLowerCase()}:${r.event_id.toLowerCase()}`;
 
 /**
- * Whether a row can be a retry that would not collapse by itself: the player
- * chose its id, and its time is the time of receipt (ingest stamps an event
- * without occurred_at with exactly received_at).
+ * Whether a row (or its record: the same times in milliseconds) can be a
+ * retry that would not collapse by itself: the player chose its id, and its
+ * time is the time of receipt (ingest stamps an event without occurred_at
+ * with exactly received_at).
  */
-export function needsLookup(row: DedupeRow): boolean {
-  return row.event_id_from_client && row.timestamp === row.received_at;
+export function needsLookup(row: { event_id_from_client?: boolean | null; timestamp: string | number; received_at: string | number }): boolean {
+  return row.event_id_from_client === true && row.timestamp === row.received_at;
 }
 
 /** The ids to look up: tenants and event ids of the rows that need it, without repeats. */

@@ -1,7 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { PlayerEventRecord } from '../../schemas/records.ts';
-import { EVENT_COLUMNS, eventLine, eventRow } from './event-rows.ts';
+import { chTime } from '../../shared/clickhouse/clickhouse.ts';
+import { candidateLine, EVENT_COLUMNS, eventLine, eventRow, retryCandidate } from './event-rows.ts';
 
 const text = fc.string({ unit: 'binary', maxLength: 20 });
 const nullableText = fc.option(text, { nil: null });
@@ -39,15 +40,43 @@ const record: fc.Arbitrary<PlayerEventRecord> = fc.record(
 );
 
 describe('eventLine', () => {
-  it('is the row as a JSON array of EVENT_COLUMNS in order, and the row has no other column', () => {
+  it("is the record's row as a JSON array of EVENT_COLUMNS in order, and the row has no other column", () => {
     fc.assert(
       fc.property(record, (e) => {
         const row = eventRow(e);
         expect(Object.keys(row)).toEqual([...EVENT_COLUMNS]);
         // Through JSON both ways, as JSON.stringify of the object sends them (-0 as 0).
-        expect(JSON.parse(eventLine(row))).toEqual(JSON.parse(JSON.stringify(EVENT_COLUMNS.map((c) => row[c]))));
+        expect(JSON.parse(eventLine(e))).toEqual(JSON.parse(JSON.stringify(EVENT_COLUMNS.map((c) => row[c]))));
       }),
       { numRuns: 300 },
+    );
+  });
+
+  it('with a timestamp given, is the row with that timestamp and nothing else changed', () => {
+    fc.assert(
+      fc.property(record, millis, (e, at) => {
+        const row = { ...eventRow(e), timestamp: chTime(at) };
+        expect(JSON.parse(eventLine(e, chTime(at)))).toEqual(JSON.parse(JSON.stringify(EVENT_COLUMNS.map((c) => row[c]))));
+      }),
+      { numRuns: 100 },
+    );
+  });
+});
+
+describe('candidateLine', () => {
+  it("keeps a candidate's line from arrival, and gives a re-timed copy a line with its new timestamp", () => {
+    fc.assert(
+      fc.property(record, millis, (e, first) => {
+        const atReceipt = { ...e, timestamp: e.received_at, event_id_from_client: true };
+        const arrival = eventLine(atReceipt);
+        const c = retryCandidate(atReceipt, arrival);
+        expect(candidateLine(c)).toBe(arrival);
+        const retimed = { ...c, timestamp: chTime(first) }; // as applyFirstRecords copies it
+        fc.pre(retimed.timestamp !== c.timestamp);
+        expect(candidateLine(retimed)).toBe(eventLine(atReceipt, chTime(first)));
+        expect(JSON.parse(candidateLine(retimed))[EVENT_COLUMNS.indexOf('timestamp')]).toBe(chTime(first));
+      }),
+      { numRuns: 200 },
     );
   });
 });

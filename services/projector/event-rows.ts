@@ -1,7 +1,7 @@
 import type { PlayerEventRecord } from '../../schemas/records.ts';
 import { chTime } from '../../shared/clickhouse/clickhouse.ts';
 
-/** An `events` row as the projector builds it; it goes to ClickHouse as `eventLine` (JSONCompactEachRow). */
+/** An `events` row of a player event; it goes to ClickHouse as its `eventLine` (JSONCompactEachRow). */
 export type EventRow = ReturnType<typeof eventRow>;
 
 /** The ClickHouse `events` row of a player event (pure). */
@@ -61,33 +61,58 @@ export const EVENT_COLUMNS = [
 ] as const satisfies readonly (keyof EventRow)[];
 
 /**
- * A row as its JSONCompactEachRow line: the values of EVENT_COLUMNS in order
- * (an array literal, half the work of JSON.stringify on the object).
+ * A player event's `events` row as its JSONCompactEachRow line, straight from
+ * the record: the values of EVENT_COLUMNS in order, as eventRow has them
+ * (an array literal, half the work of JSON.stringify on the row object, and
+ * no row object at all for the records that need none). `timestamp` replaces
+ * the record's own (a retry re-timed by the dedupe step).
  */
-export function eventLine(r: EventRow): string {
+export function eventLine(e: PlayerEventRecord, timestamp: string = chTime(e.timestamp)): string {
   return JSON.stringify([
-    r.tenant_id,
-    r.video_id,
-    r.timestamp,
-    r.event_id,
-    r.event_id_from_client,
-    r.event_name,
-    r.session_id,
-    r.visitor_id,
-    r.current_time,
-    r.duration,
-    r.watched_percentage,
-    r.play_ms,
-    r.focus_ms,
-    r.seek_from,
-    r.seek_to,
-    r.utm_source,
-    r.utm_campaign,
-    r.ctwa_clid,
-    r.external_lead_id,
-    r.source,
-    r.conversion_value,
-    r.conversion_currency,
-    r.received_at,
+    e.tenant_id,
+    e.video_id,
+    timestamp,
+    e.event_id,
+    e.event_id_from_client ?? false,
+    e.event_name,
+    e.session_id,
+    e.visitor_id,
+    e.current_time,
+    e.duration,
+    e.watched_percentage,
+    e.play_ms ?? 0,
+    e.focus_ms ?? 0,
+    e.seek_from,
+    e.seek_to,
+    e.utm_source,
+    e.utm_campaign,
+    e.ctwa_clid,
+    e.external_lead_id,
+    e.source,
+    e.conversion_value,
+    e.conversion_currency,
+    chTime(e.received_at),
   ]);
+}
+
+/**
+ * A record the dedupe step must see (event-dedupe.ts: a client's event id,
+ * timed at receipt), with its line serialized on arrival.
+ */
+export interface RetryCandidate extends EventRow {
+  record: PlayerEventRecord;
+  line: string;
+}
+
+export function retryCandidate(e: PlayerEventRecord, line: string): RetryCandidate {
+  return { ...eventRow(e), record: e, line };
+}
+
+/**
+ * The line of a candidate the dedupe step kept: its line from arrival, or,
+ * when the step re-timed it (a copy with the first record's timestamp; a
+ * candidate arrives timed at receipt), a new line with that timestamp.
+ */
+export function candidateLine(c: RetryCandidate): string {
+  return c.timestamp === c.received_at ? c.line : eventLine(c.record, c.timestamp);
 }

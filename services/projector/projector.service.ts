@@ -2,7 +2,7 @@ import type { Kafka } from 'kafkajs';
 import { PlayerEventRecord, SecurityEventRecord, VideoRecord, WebhookAttemptRecord } from '../../schemas/records.ts';
 import type { SchemaRegistry } from '../../schemas/registry.ts';
 import { chTime, type ClickHouseClient } from '../../shared/clickhouse/clickhouse.ts';
-import { insertRows, type InsertRowsOptions } from '../../shared/clickhouse/insert-rows.ts';
+import { insertLines, insertRows } from '../../shared/clickhouse/insert-rows.ts';
 import { BatchConsumer, type BatchItem } from '../../shared/kafka/batch-consumer.ts';
 import { groupProblems } from '../../shared/kafka/group-member.ts';
 import type { DeadLetterSink } from '../../shared/kafka/dead-letters.ts';
@@ -10,8 +10,8 @@ import { recordDecoder } from '../../shared/kafka/poison.ts';
 import type { Topics } from '../../shared/kafka/topics.ts';
 import type { Logger } from '../../shared/logger.ts';
 import type { Metrics } from '../../shared/metrics.ts';
-import { dedupeRetriedEvents } from './event-dedupe.ts';
-import { EVENT_COLUMNS, eventLine, eventRow, type EventRow } from './event-rows.ts';
+import { dedupeRetriedEvents, needsLookup } from './event-dedupe.ts';
+import { candidateLine, EVENT_COLUMNS, eventLine, retryCandidate, type RetryCandidate } from './event-rows.ts';
 
 export interface ProjectorDeps {
   kafka: Kafka;
@@ -43,45 +43,48 @@ export async function startProjector(deps: ProjectorDeps) {
   const PROJECTOR_GROUP = `${deps.groupPrefix}projector`;
   const VIDEOS_GROUP = `${deps.groupPrefix}projector-videos`;
 
-  const insert = async (table: string, values: object[], opts?: InsertRowsOptions): Promise<void> => {
+  const timed = async (table: string, insert: () => Promise<void>): Promise<void> => {
     const started = performance.now();
-    await insertRows(deps.clickhouse, table, values, opts);
+    await insert();
     deps.metrics.insertDuration.observe({ table }, (performance.now() - started) / 1000);
   };
+  const insert = (table: string, values: object[]) => timed(table, () => insertRows(deps.clickhouse, table, values));
 
   const common = { kafka: deps.kafka, log, metrics: deps.metrics, deadLetters: deps.deadLetters, stallMs: deps.stallMs, sessionTimeoutMs: deps.sessionTimeoutMs, flushMs: deps.flushMs };
   /** The values of a batch (a tombstone has no place on these topics and is dead-lettered by the decoder). */
   const values = <T>(items: BatchItem<T>[]): T[] => items.flatMap((i) => (i.record.kind === 'value' ? [i.record.value] : []));
 
   const decodeEvent = recordDecoder(deps.registry, 'player-event', PlayerEventRecord);
-  const events = new BatchConsumer<{ row: EventRow; line: string }>({
+  /** A record's line, or, for a record the dedupe step must see, the candidate holding it. */
+  const events = new BatchConsumer<string | RetryCandidate>({
     ...common,
     groupId: PROJECTOR_GROUP,
     topics: [deps.topics.playerEvents],
-    // The row is built and serialized as the record is decoded, on arrival:
-    // that overlaps the running insert instead of delaying the next one
-    // (BatchConsumer, insert-rows.ts).
+    // The line is serialized as the record is decoded, on arrival: that
+    // overlaps the running insert instead of delaying the next one
+    // (BatchConsumer). Most records need no row object at all.
     decode: (message) => {
       const d = decodeEvent(message);
       if (d.kind !== 'value') return d;
-      const row = eventRow(d.value);
-      return { kind: 'value', value: { row, line: eventLine(row) } };
+      const line = eventLine(d.value);
+      return { kind: 'value', value: needsLookup(d.value) ? retryCandidate(d.value, line) : line };
     },
     maxMessages: deps.maxRows,
     handle: async (items) => {
-      // A row the dedupe step changes is a new object: it has no line here
-      // and is serialized as it is now. (One loop: this runs for every
-      // record of a drain, and garbage is a tenth of its CPU.)
-      const decoded: EventRow[] = [];
-      const lines = new Map<object, string>();
+      // One loop with no allocation per record beyond the array slot: this
+      // runs for every record of a drain, and garbage is a tenth of its CPU.
+      const lines: string[] = [];
+      let candidates: RetryCandidate[] | undefined;
       for (const { record } of items) {
         if (record.kind !== 'value') continue;
-        decoded.push(record.value.row);
-        lines.set(record.value.row, record.value.line);
+        if (typeof record.value === 'string') lines.push(record.value);
+        else (candidates ??= []).push(record.value);
       }
-      const rows = await dedupeRetriedEvents(deps.clickhouse, decoded, log);
-      if (rows.length > 0) await insert('events', rows, { lines, columns: EVENT_COLUMNS });
-      deps.metrics.batchSize.observe(rows.length);
+      if (candidates) {
+        for (const c of await dedupeRetriedEvents(deps.clickhouse, candidates, log)) lines.push(candidateLine(c));
+      }
+      if (lines.length > 0) await timed('events', () => insertLines(deps.clickhouse, 'events', lines, EVENT_COLUMNS));
+      deps.metrics.batchSize.observe(lines.length);
     },
   });
 

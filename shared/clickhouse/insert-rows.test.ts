@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chTime, chTimeOf, createClickHouse, type ClickHouseClient } from './clickhouse.ts';
 import { loopTurns, mostPerTurn } from '../../test/helpers/loop-turns.ts';
 import { TimeSlices } from '../time-slices.ts';
-import { insertRows } from './insert-rows.ts';
+import { insertLines, insertRows } from './insert-rows.ts';
 
 describe('chTime', () => {
   it('formats every millisecond as the reference (Date.toISOString) does, in any order of calls', () => {
@@ -67,19 +67,14 @@ describe('insertRows (embedded ClickHouse)', () => {
     ]);
   });
 
-  it('takes the line serialized on arrival for a row that has one, and serializes a changed copy as it is now', async () => {
-    const kept = { id: 4, name: 'as decoded', note: null, at: chTime(1_700_000_000_004) };
-    const original = { id: 5, name: 'before', note: null, at: chTime(1_700_000_000_005) };
-    const changed = { ...original, name: 'after' }; // a new object, as the dedupe step makes one
-    // The line is what was serialized, not the object as it is now.
-    const lined = { id: 6, name: 'now', note: null, at: chTime(1_700_000_000_006) };
-    const lines = new Map<object, string>([kept, original].map((r) => [r, JSON.stringify(r)]));
-    lines.set(lined, JSON.stringify({ ...lined, name: 'on arrival' }));
-    await insertRows(ch, 't', [kept, changed, lined], { lines });
+  it('insertLines inserts lines serialized ahead as they are, in either format', async () => {
+    const row = (id: number, name: string) => ({ id, name, note: null, at: chTime(1_700_000_000_000 + id) });
+    await insertLines(ch, 't', [JSON.stringify(row(4, 'as decoded')), JSON.stringify({ ...row(5, 'x'), name: 'the line, not its row' })]);
+    await insertLines(ch, 't', [JSON.stringify([6, 'compact', 'n', chTime(1_700_000_000_006)])], ['id', 'name', 'note', 'at']);
     expect((await read()).filter((r) => r.id >= 4)).toEqual([
       { id: 4, name: 'as decoded', note: null, at: '2023-11-14 22:13:20.004' },
-      { id: 5, name: 'after', note: null, at: '2023-11-14 22:13:20.005' },
-      { id: 6, name: 'on arrival', note: null, at: '2023-11-14 22:13:20.006' },
+      { id: 5, name: 'the line, not its row', note: null, at: '2023-11-14 22:13:20.005' },
+      { id: 6, name: 'compact', note: 'n', at: '2023-11-14 22:13:20.006' },
     ]);
   });
 
@@ -106,18 +101,21 @@ describe('insertRows (embedded ClickHouse)', () => {
   it('sends nothing for no rows and refuses a table name that is not an identifier', async () => {
     await insertRows(ch, 't', []);
     expect(await read()).toHaveLength(6);
+    await insertLines(ch, 't', []);
     await expect(insertRows(ch, 't; DROP TABLE t', [{ id: 9 }])).rejects.toThrow(/not a table name/);
+    await expect(insertLines(ch, 't; DROP TABLE t', ['{"id":9}'])).rejects.toThrow(/not a table name/);
     expect(await read()).toHaveLength(6);
   });
 
-  it('with columns, sends each row as an array in their order: lines serialized ahead, and rows serialized here', async () => {
+  it('with columns, sends each row as an array in their order, serialized here or ahead', async () => {
     const columns = ['id', 'name', 'note', 'at'] as const;
     const asLine = (r: { id: number; name: string; note: string | null; at: string }) => JSON.stringify(columns.map((c) => r[c]));
     const ahead = { id: 20, name: 'tab\there "quoted" \\ ünïcode', note: null, at: chTime(1_700_000_000_020) };
     const here = { id: 21, name: 'line', note: 'x\ny', at: chTime(1_700_000_000_021) };
     // Keys in another order than the columns: the values still go in the columns' order.
     const reordered = { at: chTime(1_700_000_000_022), note: 'n', name: 'reordered', id: 22 };
-    await insertRows(ch, 't', [ahead, here, reordered], { lines: new Map([[ahead, asLine(ahead)]]), columns });
+    await insertLines(ch, 't', [asLine(ahead)], columns);
+    await insertRows(ch, 't', [here, reordered], { columns });
     expect((await read()).filter((r) => r.id >= 20)).toEqual([
       { id: 20, name: 'tab\there "quoted" \\ ünïcode', note: null, at: '2023-11-14 22:13:20.020' },
       { id: 21, name: 'line', note: 'x\ny', at: '2023-11-14 22:13:20.021' },
@@ -130,6 +128,7 @@ describe('insertRows (embedded ClickHouse)', () => {
     const columns = ['id', 'name', 'note', 'at'];
     await expect(insertRows(ch, 't', [{ id: 30, name: 'a', note: null, at: chTime(0), extra: 1 }], { columns })).rejects.toThrow(/not in the insert's list: "extra"/);
     await expect(insertRows(ch, 't', [{ id: 31 }], { columns: ['id) SELECT 1 --'] })).rejects.toThrow(/not a column name/);
+    await expect(insertLines(ch, 't', ['[31]'], ['id) SELECT 1 --'])).rejects.toThrow(/not a column name/);
     expect(await read()).toHaveLength(before);
   });
 

@@ -6,8 +6,6 @@ import type { ClickHouseClient } from './clickhouse.ts';
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 export interface InsertRowsOptions {
-  /** A line per row serialized ahead (in this call's format), used as it is. */
-  lines?: ReadonlyMap<object, string>;
   /**
    * The row's columns, in the order of the values of each line: the rows go
    * as JSONCompactEachRow (one JSON array per row) instead of JSONEachRow
@@ -22,35 +20,47 @@ export interface InsertRowsOptions {
 
 /**
  * Inserts rows into `table`: as JSONEachRow, or as JSONCompactEachRow in the
- * order of `columns` when given. Each row's line is taken from `lines` when
- * it is there (a consumer serializes rows as it decodes their records, which
- * overlaps the insert in progress), else serialized here in the process's
- * slices of the event loop, as the consumers decode (time-slices.ts). The
- * client's `insert` serializes every row in one go: for the 20,000 rows of a
- * full `events` batch that held the event loop for 50-90 ms
- * (docs/performance.md), and the intake and API of the same process waited
- * as long. The body goes as the client's raw values (`exec`); the server or
- * chdb parses it as one insert, all rows or none.
+ * order of `columns` when given. The rows are serialized here in the
+ * process's slices of the event loop, as the consumers decode
+ * (time-slices.ts). The client's `insert` serializes every row in one go:
+ * for the 20,000 rows of a full `events` batch that held the event loop for
+ * 50-90 ms (docs/performance.md), and the intake and API of the same process
+ * waited as long. A consumer that serializes its rows as it decodes their
+ * records, overlapping the insert in progress, sends them with insertLines.
  */
 export async function insertRows(client: ClickHouseClient, table: string, rows: readonly object[], opts: InsertRowsOptions = {}): Promise<void> {
-  if (!IDENTIFIER.test(table)) throw new Error(`not a table name: ${JSON.stringify(table)}`);
-  const { lines, columns, slices = eventLoopSlices } = opts;
-  const bad = columns?.find((c) => !IDENTIFIER.test(c));
-  if (bad !== undefined) throw new Error(`not a column name: ${JSON.stringify(bad)}`);
+  const { columns, slices = eventLoopSlices } = opts;
+  checkNames(table, columns);
   if (rows.length === 0) return;
   const serialize = columns ? compactLine(columns) : (row: object) => JSON.stringify(row);
-  let body = '';
+  const lines: string[] = [];
   for (const row of rows) {
-    let line = lines?.get(row);
-    if (line === undefined) {
-      if (slices.due) await slices.next();
-      line = serialize(row);
-    }
-    body += `${line}\n`;
+    if (slices.due) await slices.next();
+    lines.push(serialize(row));
   }
+  await insertLines(client, table, lines, columns);
+}
+
+/**
+ * Inserts rows serialized ahead, one line each: JSONCompactEachRow arrays of
+ * `columns`' values when given, else JSONEachRow objects. The body goes as
+ * the client's raw values (`exec`); the server or chdb parses it as one
+ * insert, all rows or none.
+ */
+export async function insertLines(client: ClickHouseClient, table: string, lines: readonly string[], columns?: readonly string[]): Promise<void> {
+  checkNames(table, columns);
+  if (lines.length === 0) return;
+  let body = '';
+  for (const line of lines) body += `${line}\n`;
   const query = columns ? `INSERT INTO ${table} (${columns.join(', ')}) FORMAT JSONCompactEachRow` : `INSERT INTO ${table} FORMAT JSONEachRow`;
   const result = await client.exec({ query, values: Readable.from([body]) });
   await drainStream(result.stream);
+}
+
+function checkNames(table: string, columns: readonly string[] | undefined): void {
+  if (!IDENTIFIER.test(table)) throw new Error(`not a table name: ${JSON.stringify(table)}`);
+  const bad = columns?.find((c) => !IDENTIFIER.test(c));
+  if (bad !== undefined) throw new Error(`not a column name: ${JSON.stringify(bad)}`);
 }
 
 /** A row as a JSON array of its `columns`' values; a key outside them is refused rather than dropped. */
