@@ -180,7 +180,13 @@ async function startShared(core: Core): Promise<Shared> {
 function sharedHealth(config: Config, shared: Shared): HealthSource[] {
   const { store, deadLetterSender } = shared;
   return [
-    { name: 'config_store', problems: (): Problems => (store.healthy ? {} : { config_store: 'not running' }) },
+    {
+      name: 'config_store',
+      problems: (): Problems => {
+        const problem = store.problem(config.CONSUMER_STALL_TIMEOUT_MS);
+        return problem ? { config_store: problem } : {};
+      },
+    },
     {
       name: 'dead_letters',
       problems: (): Problems =>

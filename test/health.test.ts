@@ -124,4 +124,27 @@ describe('health that tells the truth, under injected faults', () => {
     expect(rx.to('/health').length).toBeGreaterThanOrEqual(1);
     await eventually(async () => ((await readyz()).status === 200 ? true : undefined), 30_000, 250);
   });
+
+  it('a config store whose topic is deleted under it restarts with a growing wait, is reported crashing by name, and follows again once the topic is back', async () => {
+    const usage = topicNames(s.topicPrefix).apiKeyUsage;
+    const [definition] = topicDefinitions(topicNames(s.topicPrefix), 3).filter((d) => d.topic === usage);
+    await admin.deleteTopics({ topics: [usage] });
+    try {
+      const down = await eventually(async () => {
+        const r = await readyz();
+        return r.status === 503 && r.checks.config_store?.includes('crashing: ') ? r : undefined;
+      }, STALL_MS + 60_000, 500);
+      expect(down.checks.config_store).toMatch(/^error: config_store: crashing: \d+ restarts in a row for \d+ s \(.+\)$/);
+      // Over the stall limit (10 s) of crashes, the waits (250 ms doubling) allow a handful of restarts, not ten a second.
+      const restarts = Number(/crashing: (\d+) restarts/.exec(down.checks.config_store!)![1]);
+      expect(restarts).toBeGreaterThanOrEqual(2);
+      expect(restarts).toBeLessThanOrEqual(12);
+    } finally {
+      await eventually(async () => {
+        await admin.createTopics({ topics: [definition!], waitForLeaders: true });
+        return (await admin.listTopics()).includes(usage) ? true : undefined;
+      }, 30_000, 500);
+    }
+    await eventually(async () => ((await readyz()).status === 200 ? true : undefined), 60_000, 250);
+  });
 });

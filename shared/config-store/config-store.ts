@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { type Admin, type Consumer, type Kafka, type KafkaMessage, type Producer } from 'kafkajs';
 import type { SchemaRegistry, Subject } from '../../schemas/registry.ts';
 import { ApiKeyRecord, ApiKeyUsageRecord, DestinationRecord, TenantRecord, VideoRecord } from '../../schemas/records.ts';
+import { CrashRestarts } from '../kafka/crash-restarts.ts';
 import type { DeadLetterSink } from '../kafka/dead-letters.ts';
 import { PoisonRecordError, recordDecoder, type RecordDecoder } from '../kafka/poison.ts';
 import { CONFIG_KINDS, type ConfigKind, type Topics } from '../kafka/topics.ts';
@@ -48,6 +49,7 @@ export class ConfigStore {
   readonly #lettersInFlight = new Set<Promise<void>>();
   #running = false;
   #stopped = false;
+  readonly #restarts = new CrashRestarts({ stopped: () => this.#stopped });
   /** Records skipped as unreadable since start. */
   skipped = 0;
 
@@ -60,15 +62,17 @@ export class ConfigStore {
     this.#log = opts.log.child({ component: 'config-store' });
     // NOTE: a fresh group per process on purpose: every process needs the
     // whole history, and it never commits offsets.
-    this.#consumer = opts.kafka.consumer({ groupId: `config-store-${randomUUID()}`, maxWaitTimeInMs: 50 });
+    this.#consumer = opts.kafka.consumer({ groupId: `config-store-${randomUUID()}`, maxWaitTimeInMs: 50, retry: this.#restarts.retry(undefined) });
+    this.#restarts.watch(this.#consumer);
     this.#consumer.on(this.#consumer.events.CRASH, (e) => {
       this.#running = e.payload.restart;
-      this.#log.error({ err: { message: String(e.payload.error) } }, 'config_store_crashed');
+      this.#log.error({ err: { message: String(e.payload.error) }, crashes_in_row: this.#restarts.inRow }, 'config_store_crashed');
     });
   }
 
-  get healthy(): boolean {
-    return this.#running;
+  /** Undefined when it follows its topics, else why not: stopped for good, or crashing and restarting for longer than `limitMs`. */
+  problem(limitMs: number): string | undefined {
+    return this.#running ? this.#restarts.problem(limitMs) : 'not running';
   }
 
   /** Reads every config topic to its end before resolving, then keeps following. */

@@ -2,7 +2,10 @@ import type { Consumer, ConsumerConfig, EachBatchPayload, Kafka, KafkaMessage } 
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { DeadLetter, DeadLetterSink } from './dead-letters.ts';
+import { CrashRestarts } from './crash-restarts.ts';
 import { PoisonRecordError, type Decoded, type RecordDecoder } from './poison.ts';
+
+export { backoff } from './crash-restarts.ts';
 
 export interface GroupMemberOptions<T> {
   kafka: Kafka;
@@ -52,39 +55,28 @@ export abstract class GroupMember<T> {
   #lastProgress = Date.now();
   #busySince: number | undefined;
   #notJoinedSince: number | undefined = Date.now();
-  /** Crashes since the last fetch that went through, and when the first of them came. */
-  #crashesInRow = 0;
-  #crashingSince: number | undefined;
-  #lastCrash = '';
+  readonly #restarts: CrashRestarts;
 
   constructor(opts: GroupMemberOptions<T>) {
     this.opts = opts;
     this.log = opts.log.child({ group: opts.groupId });
     const sessionTimeout = opts.sessionTimeoutMs ?? 30000;
+    this.#restarts = new CrashRestarts({ stopped: () => this.stopping, onRestart: () => opts.metrics.consumerRestarts.inc({ group: opts.groupId }) });
     this.consumer = opts.kafka.consumer({
       groupId: opts.groupId,
       sessionTimeout,
       heartbeatInterval: Math.min(3000, Math.floor(sessionTimeout / 3)),
       ...opts.consumer,
-      // kafkajs restarts a consumer 100 ms after a retriable crash, however
-      // often it crashes: a topic deleted under it (or a partition no broker
-      // hosts) made that ten restarts a second, each a group join and a fetch,
-      // for as long as it lasted. The wait grows while crashes come in a row.
-      retry: { ...opts.consumer?.retry, restartOnFailure: () => this.#beforeRestart() },
+      retry: this.#restarts.retry(opts.consumer?.retry),
     });
+    this.#restarts.watch(this.consumer);
     const { events } = this.consumer;
     this.consumer.on(events.CRASH, (e) => {
       const message = String((e.payload.error as Error | undefined)?.message ?? e.payload.error);
       this.#crashed = e.payload.restart ? undefined : message;
-      this.#lastCrash = message;
       this.#joined = false;
       this.#notJoinedSince ??= Date.now();
-      this.log.error({ err: { message }, restart: e.payload.restart, crashes_in_row: this.#crashesInRow }, 'consumer_crashed');
-    });
-    // A fetch that went through ends a run of crashes.
-    this.consumer.on(events.FETCH, () => {
-      this.#crashesInRow = 0;
-      this.#crashingSince = undefined;
+      this.log.error({ err: { message }, restart: e.payload.restart, crashes_in_row: this.#restarts.inRow }, 'consumer_crashed');
     });
     this.consumer.on(events.REBALANCING, () => {
       this.generation++;
@@ -163,27 +155,13 @@ export abstract class GroupMember<T> {
     else this.#busySince = undefined;
   }
 
-  /**
-   * kafkajs asks before it restarts the consumer after a retriable crash: the
-   * answer waits 250 ms after the first crash in a row, doubling up to 10 s,
-   * and is no once the member is stopping.
-   */
-  async #beforeRestart(): Promise<boolean> {
-    this.#crashesInRow++;
-    this.#crashingSince ??= Date.now();
-    this.opts.metrics.consumerRestarts.inc({ group: this.opts.groupId });
-    await backoff(restartDelayMs(this.#crashesInRow), () => this.stopping);
-    return !this.stopping;
-  }
-
   /** Undefined when healthy, else why not. */
   health(now = Date.now()): string | undefined {
     if (!this.#started) return 'not started';
     if (this.#crashed) return `crashed: ${this.#crashed}`;
     // A consumer that rejoins between crashes is in its group most of the time.
-    if (this.#crashingSince !== undefined && now - this.#crashingSince > this.opts.stallMs) {
-      return `crashing: ${this.#crashesInRow} restarts in a row for ${Math.round((now - this.#crashingSince) / 1000)} s (${this.#lastCrash})`;
-    }
+    const crashing = this.#restarts.problem(this.opts.stallMs, now);
+    if (crashing) return crashing;
     if (!this.#joined && this.#notJoinedSince !== undefined && now - this.#notJoinedSince > this.opts.stallMs) {
       return `not in its group for ${Math.round((now - this.#notJoinedSince) / 1000)} s`;
     }
@@ -255,21 +233,4 @@ export function groupProblems(members: readonly { groupId: string; health(): str
     if (problem) out[m.groupId] = problem;
   }
   return out;
-}
-
-/** The wait before the consumer's restart after `crashesInRow` crashes in a row: 250 ms, doubling up to 10 s. */
-export function restartDelayMs(crashesInRow: number): number {
-  return Math.min(250 * 2 ** Math.max(0, Math.min(crashesInRow - 1, 10)), 10_000);
-}
-
-/** Sleeps `ms`, or less when `signal` says the member is stopping. */
-export function backoff(ms: number, stopped: () => boolean): Promise<void> {
-  return new Promise((resolve) => {
-    const started = Date.now();
-    const tick = () => {
-      if (stopped() || Date.now() - started >= ms) resolve();
-      else setTimeout(tick, Math.min(100, ms));
-    };
-    tick();
-  });
 }

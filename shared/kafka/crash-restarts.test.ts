@@ -4,7 +4,7 @@ import { metricSum } from '../../test/helpers/kafka-inspect.ts';
 import { eventually } from '../../test/helpers/stack.ts';
 import { createMetrics } from '../metrics.ts';
 import { BatchConsumer } from './batch-consumer.ts';
-import { restartDelayMs } from './group-member.ts';
+import { restartDelayMs } from './crash-restarts.ts';
 
 describe('restartDelayMs', () => {
   it('waits 250 ms after the first crash in a row, doubling up to 10 s', () => {

@@ -1,0 +1,77 @@
+import type { Consumer, ConsumerConfig } from 'kafkajs';
+
+/**
+ * Restarts of a kafkajs consumer after retriable crashes, with a wait that
+ * grows while the crashes come in a row.
+ *
+ * kafkajs restarts a consumer 100 ms after a retriable crash, however often
+ * it crashes: a topic deleted under it (or a partition no broker hosts) made
+ * that ten restarts a second, each a group join and a fetch, for as long as
+ * the fault lasted. Given to the consumer's `retry.restartOnFailure`, this
+ * answers after 250 ms for the first crash in a row, doubling up to 10 s, and
+ * says no once the owner is stopping. A fetch that goes through ends the run.
+ */
+export class CrashRestarts {
+  /** Crashes since the last fetch that went through, and when the first of them came. */
+  #inRow = 0;
+  #since: number | undefined;
+  #last = '';
+  readonly #stopped: () => boolean;
+  readonly #onRestart: () => void;
+
+  constructor(opts: { stopped: () => boolean; onRestart?: () => void }) {
+    this.#stopped = opts.stopped;
+    this.#onRestart = opts.onRestart ?? (() => undefined);
+  }
+
+  /** The consumer's `retry` option, with `restartOnFailure` answered here. */
+  retry(retry: ConsumerConfig['retry']): ConsumerConfig['retry'] {
+    return { ...retry, restartOnFailure: () => this.#beforeRestart() };
+  }
+
+  /** Listens to the consumer's CRASH (the cause, for the report) and FETCH (the end of a run). */
+  watch(consumer: Consumer): void {
+    consumer.on(consumer.events.CRASH, (e) => {
+      this.#last = String((e.payload.error as Error | undefined)?.message ?? e.payload.error);
+    });
+    consumer.on(consumer.events.FETCH, () => {
+      this.#inRow = 0;
+      this.#since = undefined;
+    });
+  }
+
+  get inRow(): number {
+    return this.#inRow;
+  }
+
+  /** Why the consumer is unhealthy, once it has crashed and restarted for longer than `limitMs`; else undefined. */
+  problem(limitMs: number, now = Date.now()): string | undefined {
+    if (this.#since === undefined || now - this.#since <= limitMs) return undefined;
+    return `crashing: ${this.#inRow} restarts in a row for ${Math.round((now - this.#since) / 1000)} s (${this.#last})`;
+  }
+
+  async #beforeRestart(): Promise<boolean> {
+    this.#inRow++;
+    this.#since ??= Date.now();
+    this.#onRestart();
+    await backoff(restartDelayMs(this.#inRow), this.#stopped);
+    return !this.#stopped();
+  }
+}
+
+/** The wait before the consumer's restart after `crashesInRow` crashes in a row: 250 ms, doubling up to 10 s. */
+export function restartDelayMs(crashesInRow: number): number {
+  return Math.min(250 * 2 ** Math.max(0, Math.min(crashesInRow - 1, 10)), 10_000);
+}
+
+/** Sleeps `ms`, or less when `stopped` says the owner is stopping. */
+export function backoff(ms: number, stopped: () => boolean): Promise<void> {
+  return new Promise((resolve) => {
+    const started = Date.now();
+    const tick = () => {
+      if (stopped() || Date.now() - started >= ms) resolve();
+      else setTimeout(tick, Math.min(100, ms));
+    };
+    tick();
+  });
+}
