@@ -190,7 +190,8 @@ async function main(): Promise<void> {
     const sustainable = median(sustainRounds);
     const sustainStats = await stats(true);
     // The service's own view of the same requests: Fastify's time from the
-    // request's start (before its first hook) to the answer, POST /v1/collect.
+    // request's start (before its first hook) to the answer, or to the
+    // client's leaving for a request it gave up on, POST /v1/collect.
     const metricsClient = new HttpClient(worker.ready.url, 2);
     cleanups.push(async () => metricsClient.close());
     const serverBuckets = async () => {
@@ -342,7 +343,7 @@ async function main(): Promise<void> {
       const n = serverAfter['+Inf']! - serverBefore['+Inf']!;
       const clientAll = OUTCOMES.flatMap((o) => byOutcome.get(o)!);
       const shareOver = (xs: number[], s: number) => `${((xs.filter((ms) => ms > s * 1000).length / Math.max(1, xs.length)) * 100).toFixed(1)}%`;
-      out(`where the time goes: share of requests slower than each bound, as the client saw them (send → answer) and as the service did (Fastify: request start → answer, POST /v1/collect, ${fmtInt(n)} requests in overload and recovery)`);
+      out(`where the time goes: share of requests slower than each bound, as the client saw them (send → answer) and as the service did (Fastify: request start → answer, or → the client leaving, POST /v1/collect, ${fmtInt(n)} requests in overload and recovery)`);
       out(
         table([
           ['slower than', 'client', 'service'],

@@ -163,7 +163,10 @@ export async function buildHttpApp(opts: HttpAppOptions) {
   await app.register(swaggerUi, { routePrefix: '/docs', staticCSP: true });
   app.get('/v1/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
+  /** When each request started, for a request whose client leaves before the answer (onRequestAbort has no reply). */
+  const abortClock = new WeakMap<object, number>();
   app.addHook('onRequest', async (req, reply) => {
+    abortClock.set(req, performance.now());
     reply.header('X-Request-Id', req.id);
   });
   app.addHook('onResponse', async (req, reply) => {
@@ -171,6 +174,15 @@ export async function buildHttpApp(opts: HttpAppOptions) {
     opts.metrics.httpRequests.inc({ method: req.method, route, status: String(reply.statusCode) });
     opts.metrics.httpDuration.observe({ method: req.method, route }, reply.elapsedTime / 1000);
     if (reply.statusCode >= 500) req.log.warn({ req, status: reply.statusCode }, 'request_failed');
+  });
+  // A client that gives up before the answer closes its connection, and the
+  // answer never finishes, so onResponse never runs: counted here instead
+  // (status "aborted", its time until the client left), or the slowest
+  // requests, the ones clients abandon, would be missing from the latency.
+  app.addHook('onRequestAbort', async (req) => {
+    const route = req.routeOptions.url ?? 'unmatched';
+    opts.metrics.httpRequests.inc({ method: req.method, route, status: 'aborted' });
+    opts.metrics.httpDuration.observe({ method: req.method, route }, (performance.now() - (abortClock.get(req) ?? performance.now())) / 1000);
   });
 
   app.setNotFoundHandler((req, reply) => {
