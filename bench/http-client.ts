@@ -3,6 +3,21 @@ import http from 'node:http';
 export interface HttpResult {
   status: number;
   body: string;
+  /** When each step of the request came, in ms after the call (see RequestPhases). */
+  phases: RequestPhases;
+}
+
+/**
+ * Where a request's time went on the client's side, in ms after the call:
+ * a socket assigned (at once, or after waiting for a free one), a new
+ * connection established (undefined on a kept-alive socket), the request
+ * written to the socket, and the answer's headers read.
+ */
+export interface RequestPhases {
+  socket: number;
+  connected: number | undefined;
+  sent: number;
+  answered: number;
 }
 
 /**
@@ -24,6 +39,8 @@ export class HttpClient {
 
   request(method: string, path: string, opts: { body?: Buffer | string; headers?: Record<string, string>; timeoutMs?: number } = {}): Promise<HttpResult> {
     return new Promise((resolve, reject) => {
+      const started = performance.now();
+      const phases: RequestPhases = { socket: Number.NaN, connected: undefined, sent: Number.NaN, answered: Number.NaN };
       const headers: Record<string, string | number> = { ...opts.headers };
       if (opts.body !== undefined) {
         headers['content-type'] ??= 'application/json';
@@ -32,12 +49,18 @@ export class HttpClient {
       const req = http.request(
         { host: this.#host, port: this.#port, method, path, headers, agent: this.#agent, timeout: opts.timeoutMs ?? 30_000 },
         (res) => {
+          phases.answered = performance.now() - started;
           const chunks: Buffer[] = [];
           res.on('data', (c: Buffer) => chunks.push(c));
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8'), phases }));
           res.on('error', reject);
         },
       );
+      req.on('socket', (socket) => {
+        phases.socket = performance.now() - started;
+        if (socket.connecting) socket.once('connect', () => (phases.connected = performance.now() - started));
+      });
+      req.on('finish', () => (phases.sent = performance.now() - started));
       req.on('timeout', () => req.destroy(new Error(`${method} ${path}: no response within ${opts.timeoutMs ?? 30_000} ms`)));
       req.on('error', reject);
       req.end(opts.body);

@@ -25,7 +25,7 @@ import { ConfigSchema, loadConfig } from '../shared/config.ts';
 import { setupTenant, sleep } from './context.ts';
 import { CpuMeter, fmtCores } from './cpu.ts';
 import { benchBrokers, runBench, startBenchRun } from './harness.ts';
-import { HttpClient } from './http-client.ts';
+import { HttpClient, type RequestPhases } from './http-client.ts';
 import { fmtInt, fmtMs, fmtRatio, median, quantile, table } from './stats.ts';
 import { playerEvent } from './workload.ts';
 import type { ProcessStats } from './worker-protocol.ts';
@@ -60,6 +60,8 @@ const OVERLOAD_KNOBS = ['INGEST_MAX_TX_EVENTS', 'INGEST_MAX_IN_FLIGHT_REQUESTS',
 
 /** Upper bounds (s) of the service's http_request_duration_seconds buckets the report reads. */
 const SERVER_LES = ['0.1', '0.5', '1', '2.5', '5', '10', '+Inf'];
+/** Answered requests slower than this (client's view) get their client-side phases printed. */
+const SLOW_MS = 2500;
 
 type Outcome = '202' | '503' | '429' | 'other' | 'timeout' | 'error';
 const OUTCOMES: Outcome[] = ['202', '503', '429', 'other', 'timeout', 'error'];
@@ -137,6 +139,8 @@ async function main(): Promise<void> {
     const notAccepted: { sid: string; outcome: Outcome }[] = [];
     /** 202-answered events per second of answer time, since T0. */
     const okTimeline = new Map<number, number>();
+    /** Client-side phases of the answered requests slower than SLOW_MS (overload and recovery). */
+    const slowPhases: RequestPhases[] = [];
     const send = async (tag: string): Promise<{ outcome: Outcome; ms: number }> => {
       const n = reqNo++;
       const sid = `ses_${tag}${runId}_${n}`;
@@ -146,6 +150,7 @@ async function main(): Promise<void> {
       try {
         const res = await client.request('POST', '/v1/collect', { body, headers, timeoutMs: PLAN.requestTimeoutMs });
         outcome = res.status === 202 ? '202' : res.status === 503 ? '503' : res.status === 429 ? '429' : 'other';
+        if ((tag === 'o' || tag === 'r') && performance.now() - t > SLOW_MS) slowPhases.push(res.phases);
       } catch (err) {
         outcome = /no response within/.test(String(err)) ? 'timeout' : 'error';
       }
@@ -362,6 +367,17 @@ async function main(): Promise<void> {
       windows.push(fmtInt(n / 5));
     }
     out(`  ${windows.join(' | ')}`);
+    out();
+    {
+      // Where the slowest answered requests spent their time on the client's side.
+      const fresh = slowPhases.filter((p) => p.connected !== undefined);
+      const med = (f: (p: RequestPhases) => number, xs = slowPhases) => fmtMs(median(xs.map(f)));
+      out(
+        slowPhases.length === 0
+          ? `answered requests slower than ${SLOW_MS / 1000} s (client's view, overload and recovery): none`
+          : `answered requests slower than ${SLOW_MS / 1000} s (client's view, overload and recovery): ${fmtInt(slowPhases.length)}; medians after the call: socket ${med((p) => p.socket)}, request written ${med((p) => p.sent)}, answer's headers ${med((p) => p.answered)}; ${fmtInt(fresh.length)} on a new connection (connected after ${fresh.length ? med((p) => p.connected!, fresh) : 'n/a'})`,
+      );
+    }
     out();
     out('## Processes');
     out(
