@@ -6,6 +6,8 @@ import { createClickHouse, migrate, type ClickHouseClient } from '../shared/clic
 import type { Config, ServiceName } from '../shared/config.ts';
 import { ConfigStore, ConfigWriter } from '../shared/config-store/config-store.ts';
 import type { App } from '../shared/http/app.ts';
+import type { FastifyListenOptions } from 'fastify';
+import { addAcceptors } from '../shared/http/acceptors.ts';
 import { GroupCommitProducer } from '../shared/kafka/group-commit-producer.ts';
 import { createKafka, waitForCoordinator } from '../shared/kafka/kafka.ts';
 import { CoalescingSender } from '../shared/kafka/coalescing-sender.ts';
@@ -274,11 +276,15 @@ async function startHttp(core: Core, shared: Shared, clickhouse: ClickHouseClien
 
   // NOTE: registered before listen, stopped first: intake closes before
   // the HTTP server drains, so nothing new is accepted while shutting down.
+  let acceptors: { close(): Promise<void> } | undefined;
   shutdown.add('http', async () => {
+    await acceptors?.close();
     for (const s of httpServices) await s.stop();
     await app.close();
   });
-  await app.listen({ port: config.PORT, host: config.HOST });
+  // reusePort goes through to Node's server.listen (Fastify's types do not list it).
+  await app.listen({ port: config.PORT, host: config.HOST, reusePort: config.HTTP_ACCEPTORS > 1 } as FastifyListenOptions);
+  acceptors = await addAcceptors(app.server, config.HTTP_ACCEPTORS - 1);
   return listeningAt(app, config);
 }
 

@@ -55,6 +55,8 @@ function isCidr(text: string): boolean {
 export const ConfigSchema = z.object({
   PORT: intFrom(3000).pipe(z.number().max(65535)),
   HOST: z.string().default('127.0.0.1'),
+  /** Listening sockets on PORT (SO_REUSEPORT): each turn of the event loop accepts one connection per socket (acceptors.ts). */
+  HTTP_ACCEPTORS: intFrom(4, 1).pipe(z.number().max(64)),
   TRUST_PROXY: TrustProxy,
   DATA_DIR: z.string().min(1).default('.data'),
   ADMIN_TOKEN: optionalString.pipe(z.string().min(16, 'must be at least 16 characters').optional()),

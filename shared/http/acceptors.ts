@@ -1,0 +1,36 @@
+import net from 'node:net';
+import type { Server } from 'node:http';
+
+/**
+ * More listening sockets on the HTTP server's port, each handing the
+ * connections it accepts to the server.
+ *
+ * libuv (1.45 and later, Node 20 and 24 alike) accepts one connection per
+ * listening socket per turn of the event loop. A busy service turns its loop
+ * every 10-40 ms (time-slices.ts), so one socket accepted 25-100 connections
+ * a second: under overload, new connections waited seconds in the kernel's
+ * accept queue before the service saw their requests at all, where it could
+ * answer 503 at once (docs/performance.md). With SO_REUSEPORT the kernel
+ * spreads new connections over `count` sockets, and each turn accepts up to
+ * `count`. The server must listen with `reusePort: true` itself.
+ */
+export async function addAcceptors(server: Server, count: number): Promise<{ close(): Promise<void> }> {
+  const address = server.address();
+  if (count <= 0 || address === null || typeof address === 'string') return { close: async () => undefined };
+  const extra: net.Server[] = [];
+  for (let i = 0; i < count; i++) {
+    const acceptor = net.createServer((socket) => server.emit('connection', socket));
+    await new Promise<void>((resolve, reject) => {
+      acceptor.once('error', reject);
+      acceptor.listen({ port: address.port, host: address.address, reusePort: true }, () => {
+        acceptor.off('error', reject);
+        resolve();
+      });
+    });
+    extra.push(acceptor);
+  }
+  return {
+    /** Stops accepting on the extra sockets; connections already handed over stay with the server. */
+    close: () => Promise.all(extra.map((a) => new Promise<void>((resolve) => a.close(() => resolve())))).then(() => undefined),
+  };
+}
