@@ -30,7 +30,14 @@ export async function addAcceptors(server: Server, count: number): Promise<{ clo
     extra.push(acceptor);
   }
   return {
-    /** Stops accepting on the extra sockets; connections already handed over stay with the server. */
-    close: () => Promise.all(extra.map((a) => new Promise<void>((resolve) => a.close(() => resolve())))).then(() => undefined),
+    /**
+     * Stops accepting on the extra sockets at once; connections already
+     * handed over stay with the server, which closes them. NOTE: close()'s
+     * callback is not awaited: it waits for every connection its socket
+     * accepted to end, which only the server's own close brings about.
+     */
+    close: async () => {
+      for (const a of extra) a.close();
+    },
   };
 }
