@@ -282,9 +282,12 @@ async function startHttp(core: Core, shared: Shared, clickhouse: ClickHouseClien
     for (const s of httpServices) await s.stop();
     await app.close();
   });
-  // reusePort goes through to Node's server.listen (Fastify's types do not list it).
-  await app.listen({ port: config.PORT, host: config.HOST, reusePort: config.HTTP_ACCEPTORS > 1 } as FastifyListenOptions);
-  acceptors = await addAcceptors(app.server, config.HTTP_ACCEPTORS - 1);
+  // SO_REUSEPORT where Node offers it for sharing one port (Linux, the
+  // image's platform); elsewhere one socket. reusePort goes through to
+  // Node's server.listen (Fastify's types do not list it).
+  const sockets = process.platform === 'linux' ? config.HTTP_ACCEPTORS : 1;
+  await app.listen({ port: config.PORT, host: config.HOST, reusePort: sockets > 1 } as FastifyListenOptions);
+  acceptors = await addAcceptors(app.server, sockets - 1);
   return listeningAt(app, config);
 }
 
