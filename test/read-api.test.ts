@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ACTIVE, SHORT, expectProblem, iso, randomVid, type EventItem } from './helpers/contract.ts';
@@ -965,6 +966,25 @@ describe('read API, management API and intakes', () => {
       expect(r.body.status).toBe('ready');
       expect(r.body.checks).toMatchObject({ kafka: 'ok', clickhouse: 'ok', config_store: 'ok', projector: 'ok' });
       for (const [name, v] of Object.entries(r.body.checks)) expect(v, name).toBe('ok');
+    });
+
+    it('listens on HTTP_ACCEPTORS sockets of its port (4 by default), and answers through each', async () => {
+      const port = Number(new URL(s.url).port);
+      // /proc/net/tcp{,6}: local address as hex ip:port, state 0A = LISTEN.
+      const listening = ['/proc/net/tcp', '/proc/net/tcp6'].flatMap((f) => {
+        try {
+          return readFileSync(f, 'utf8').split('\n').slice(1);
+        } catch {
+          return [];
+        }
+      }).filter((line) => {
+        const [, local, , state] = line.trim().split(/\s+/);
+        return state === '0A' && Number.parseInt(local?.split(':').pop() ?? '', 16) === port;
+      });
+      expect(listening).toHaveLength(4);
+      // New connections land on any of them (the kernel spreads them); each is answered.
+      const answers = await Promise.all(Array.from({ length: 40 }, () => fetch(`${s.url}/healthz`, { headers: { connection: 'close' } }).then((r) => r.status)));
+      expect(answers).toEqual(Array(40).fill(200));
     });
 
     it('exposes Prometheus metrics', async () => {
