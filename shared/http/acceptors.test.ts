@@ -54,4 +54,14 @@ describe('HTTP acceptors', () => {
     expect(four.mostPerTurn).toBeGreaterThanOrEqual(2);
     expect(four.mostPerTurn).toBeLessThanOrEqual(4);
   }, 60_000);
+
+  it('fails to add sockets to a server that did not listen with reusePort', async () => {
+    const server = http.createServer((_req, res) => res.end('ok'));
+    await new Promise<void>((r) => server.listen({ port: 0, host: '127.0.0.1' }, () => r()));
+    try {
+      await expect(addAcceptors(server, 2)).rejects.toThrow(/EADDRINUSE/);
+    } finally {
+      await new Promise<void>((r) => server.close(() => r()));
+    }
+  });
 });

@@ -11,33 +11,38 @@ import type { Server } from 'node:http';
  * a second: under overload, new connections waited seconds in the kernel's
  * accept queue before the service saw their requests at all, where it could
  * answer 503 at once (docs/performance.md). With SO_REUSEPORT the kernel
- * spreads new connections over `count` sockets, and each turn accepts up to
- * `count`. The server must listen with `reusePort: true` itself.
+ * spreads new connections over the server's own socket and `count` more, and
+ * each turn accepts up to one on each. The server must listen with
+ * `reusePort: true` itself.
  */
 export async function addAcceptors(server: Server, count: number): Promise<{ close(): Promise<void> }> {
   const address = server.address();
   if (count <= 0 || address === null || typeof address === 'string') return { close: async () => undefined };
   const extra: net.Server[] = [];
-  for (let i = 0; i < count; i++) {
-    const acceptor = net.createServer((socket) => server.emit('connection', socket));
-    await new Promise<void>((resolve, reject) => {
-      acceptor.once('error', reject);
-      acceptor.listen({ port: address.port, host: address.address, reusePort: true }, () => {
-        acceptor.off('error', reject);
-        resolve();
-      });
-    });
-    extra.push(acceptor);
-  }
-  return {
-    /**
-     * Stops accepting on the extra sockets at once; connections already
-     * handed over stay with the server, which closes them. NOTE: close()'s
-     * callback is not awaited: it waits for every connection its socket
-     * accepted to end, which only the server's own close brings about.
-     */
-    close: async () => {
-      for (const a of extra) a.close();
-    },
+  /**
+   * Stops accepting on the extra sockets at once; connections already
+   * handed over stay with the server, which closes them. NOTE: close()'s
+   * callback is not awaited: it waits for every connection its socket
+   * accepted to end, which only the server's own close brings about.
+   */
+  const close = async () => {
+    for (const a of extra) a.close();
   };
+  try {
+    for (let i = 0; i < count; i++) {
+      const acceptor = net.createServer((socket) => server.emit('connection', socket));
+      await new Promise<void>((resolve, reject) => {
+        acceptor.once('error', reject);
+        acceptor.listen({ port: address.port, host: address.address, reusePort: true }, () => {
+          acceptor.off('error', reject);
+          resolve();
+        });
+      });
+      extra.push(acceptor);
+    }
+  } catch (err) {
+    await close(); // none left listening when the caller gives up
+    throw err;
+  }
+  return { close };
 }
