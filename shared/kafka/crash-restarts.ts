@@ -32,7 +32,7 @@ export class CrashRestarts {
   /** Listens to the consumer's CRASH (the cause, for the report) and FETCH (the end of a run). */
   watch(consumer: Consumer): void {
     consumer.on(consumer.events.CRASH, (e) => {
-      this.#last = String((e.payload.error as Error | undefined)?.message ?? e.payload.error);
+      this.#last = crashCause(e.payload.error);
     });
     consumer.on(consumer.events.FETCH, () => {
       this.#inRow = 0;
@@ -57,6 +57,11 @@ export class CrashRestarts {
     await backoff(restartDelayMs(this.#inRow), this.#stopped);
     return !this.#stopped();
   }
+}
+
+/** The message of the error a kafkajs CRASH event carries. */
+export function crashCause(error: unknown): string {
+  return String((error as Error | undefined)?.message ?? error);
 }
 
 /** The wait before the consumer's restart after `crashesInRow` crashes in a row: 250 ms, doubling up to 10 s. */

@@ -2,7 +2,7 @@ import type { Consumer, ConsumerConfig, EachBatchPayload, Kafka, KafkaMessage } 
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { DeadLetter, DeadLetterSink } from './dead-letters.ts';
-import { CrashRestarts } from './crash-restarts.ts';
+import { crashCause, CrashRestarts } from './crash-restarts.ts';
 import { PoisonRecordError, type Decoded, type RecordDecoder } from './poison.ts';
 
 export { backoff } from './crash-restarts.ts';
@@ -72,7 +72,7 @@ export abstract class GroupMember<T> {
     this.#restarts.watch(this.consumer);
     const { events } = this.consumer;
     this.consumer.on(events.CRASH, (e) => {
-      const message = String((e.payload.error as Error | undefined)?.message ?? e.payload.error);
+      const message = crashCause(e.payload.error);
       this.#crashed = e.payload.restart ? undefined : message;
       this.#joined = false;
       this.#notJoinedSince ??= Date.now();
