@@ -166,6 +166,21 @@ describe('schemas', () => {
     expect(() => registry.encode('player-event', broken)).toThrow();
   });
 
+  it('encodeAll writes each record as encode does, into views of one buffer, growing past its scratch space', () => {
+    const records = Array.from({ length: 900 }, (_, i) => ({ ...playerEvent, visitor_id: `vis_${'x'.repeat(i % 64)}${i}`, utm_campaign: 'c'.repeat(i % 200) }));
+    const all = registry.encodeAll('player-event', records);
+    expect(all).toHaveLength(records.length);
+    expect(all.reduce((n, b) => n + b.length, 0)).toBeGreaterThan(64 * 1024);
+    all.forEach((bytes, i) => expect(Buffer.compare(bytes, registry.encode('player-event', records[i]))).toBe(0));
+    expect(new Set(all.map((b) => b.buffer)).size).toBe(1);
+    // Reused scratch space: a second call does not change the first call's results.
+    const again = registry.encodeAll('player-event', [{ ...playerEvent, visitor_id: 'vis_other' }]);
+    expect(registry.decode<PlayerEventRecord>('player-event', all[0]!)).toEqual(records[0]);
+    expect(registry.decode<PlayerEventRecord>('player-event', again[0]!).visitor_id).toBe('vis_other');
+    expect(registry.encodeAll('player-event', [])).toEqual([]);
+    expect(() => registry.encodeAll('player-event', [playerEvent, { ...playerEvent, watched_percentage: 'ten' }])).toThrow();
+  });
+
   it('refuses bytes that are not a known schema of the subject', () => {
     expect(() => registry.decode('player-event', Buffer.from([1, 0, 0, 0, 2]))).toThrow(SchemaDecodeError);
     expect(() => registry.decode('player-event', Buffer.from([0, 0, 0, 0, 99, 1]))).toThrow(/unknown schema id 99/);

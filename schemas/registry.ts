@@ -46,6 +46,8 @@ export class SchemaRegistry {
   readonly #writer = new Map<Subject, LoadedSchema>();
   readonly #latest = new Map<Subject, LoadedSchema>();
   readonly #resolvers = new Map<string, avro.Resolver>();
+  /** Where `encodeAll` encodes before copying out; grows as needed. */
+  #scratch = Buffer.allocUnsafe(64 * 1024);
 
   constructor(entries: ManifestEntry[], baseDir: string) {
     for (const entry of entries) {
@@ -79,6 +81,43 @@ export class SchemaRegistry {
     out.writeUInt8(MAGIC, 0);
     out.writeUInt32BE(schema.id, 1);
     body.copy(out, 5);
+    return out;
+  }
+
+  /**
+   * Encodes every value with the current writer schema of `subject`, as
+   * `encode` does each, into one buffer: the results are views of it. NOTE:
+   * for the intake's hot path, where a request's records are encoded
+   * together. One allocation and one copy for all of them, against two of
+   * each per record (avsc's toBuffer, then the framed copy).
+   */
+  encodeAll(subject: Subject, values: readonly unknown[]): Buffer[] {
+    const schema = this.#writerOf(subject);
+    let scratch = this.#scratch;
+    const ends: number[] = new Array<number>(values.length);
+    let pos = 0;
+    for (let i = 0; i < values.length; i++) {
+      for (;;) {
+        if (scratch.length - pos >= 5) {
+          scratch[pos] = MAGIC;
+          scratch.writeUInt32BE(schema.id, pos + 1);
+          const end = schema.type.encode(values[i], scratch, pos + 5);
+          if (end >= 0) {
+            pos = end;
+            break;
+          }
+        }
+        // Too small: avsc answers how many bytes were missing; double at least.
+        const grown = Buffer.allocUnsafe(Math.max(scratch.length * 2, pos + 5 + 4096));
+        scratch.copy(grown, 0, 0, pos);
+        scratch = this.#scratch = grown;
+      }
+      ends[i] = pos;
+    }
+    const all = Buffer.allocUnsafe(pos);
+    scratch.copy(all, 0, 0, pos);
+    const out: Buffer[] = new Array<Buffer>(values.length);
+    for (let i = 0, start = 0; i < values.length; start = ends[i]!, i++) out[i] = all.subarray(start, ends[i]);
     return out;
   }
 

@@ -53,10 +53,8 @@ export class PlayerEventsWriter {
   /** Resolves once Kafka acknowledged every record. */
   async write(records: readonly PlayerEventRecord[], path: IntakePath): Promise<void> {
     if (!this.#accepting) throw new ApiError('unavailable', 'the service is shutting down; retry', { headers: { 'Retry-After': '1' } });
-    const messages: Message[] = records.map((r) => ({
-      key: `${r.tenant_id}:${r.session_id}`,
-      value: this.#opts.registry.encode('player-event', r),
-    }));
+    const values = this.#opts.registry.encodeAll('player-event', records);
+    const messages: Message[] = records.map((r, i) => ({ key: `${r.tenant_id}:${r.session_id}`, value: values[i]! }));
     try {
       await this.#opts.producer.send(this.#opts.topic, messages);
     } catch (err) {
