@@ -63,6 +63,28 @@ const SIGNALS = `('heartbeat', 'seek')`;
 const NAMES = `['heartbeat','heartbeat','heartbeat','heartbeat','video_play','video_pause','video_resume','seek','watched_25_percent','watched_50_percent','cta_shown','cta_clicked']`;
 const UUID = /^[0-9a-f-]{36}$/;
 
+/** Options of one read-latency target: its tenant, API key, videos and how many events to store. */
+export interface ReadOptions {
+  tenantId: string;
+  apiKey: string;
+  videoIds: string[];
+  stored: number;
+  requests: number;
+  cursorSecret: string;
+}
+
+/** A loaded target, ready for its requests; `finish` runs its SQL comparison and sums up. */
+interface PreparedReads {
+  worker: StackWorker;
+  client: HttpClient;
+  auth: Record<string, string>;
+  pathOf: Record<ReadKind, (i: number) => string>;
+  lat: Record<ReadKind, number[]>;
+  items: Record<ReadKind, number>;
+  failures: Partial<Record<ReadKind, string>>;
+  finish: () => Promise<ReadLatencyResult>;
+}
+
 /**
  * Read latency over `stored` events of one tenant, loaded straight into
  * ClickHouse (INSERT … SELECT FROM numbers(), through the visitor view like
@@ -70,11 +92,56 @@ const UUID = /^[0-9a-f-]{36}$/;
  * videos are registered through the admin API since the API checks their
  * ownership in the config store. Requests are sequential, one at a time.
  */
-export async function benchReadLatency(
-  ctx: BenchContext,
-  worker: StackWorker,
-  opts: { tenantId: string; apiKey: string; videoIds: string[]; stored: number; requests: number; cursorSecret: string },
-): Promise<ReadLatencyResult> {
+export async function benchReadLatency(ctx: BenchContext, worker: StackWorker, opts: ReadOptions): Promise<ReadLatencyResult> {
+  const [result] = await benchReadGrowth(ctx, [{ worker, opts }]);
+  return result!;
+}
+
+/**
+ * The same over several stacks at once, each with its own data size (e.g.
+ * 1M and 10M events, each stack in its own process with its own chdb):
+ * every stack is loaded and settled first, then the requests go to them in
+ * turn, request by request, so the machine's load of the moment falls on
+ * every size alike and the ratios between sizes are the data's growth, not
+ * the minute they were measured in. One result per target, in order.
+ */
+export async function benchReadGrowth(ctx: BenchContext, targets: { worker: StackWorker; opts: ReadOptions }[]): Promise<ReadLatencyResult[]> {
+  const prepared: PreparedReads[] = [];
+  for (const t of targets) prepared.push(await prepareReads(ctx, t.worker, t.opts));
+  const requests = Math.min(...targets.map((t) => t.opts.requests));
+  try {
+    for (const kind of READ_KINDS) {
+      ctx.progress(`read latency: ${kind}${prepared.length > 1 ? `, ${prepared.length} stacks in turn` : ''}`);
+      for (let i = -10; i < requests; i++) {
+        for (const p of prepared) {
+          if (p.failures[kind]) continue;
+          const t = performance.now();
+          const res = await p.client.request('GET', p.pathOf[kind](i + 10), { headers: p.auth });
+          const ms = performance.now() - t;
+          if (res.status !== 200) {
+            // A broken request kind is reported, not fatal: the other figures still stand.
+            p.failures[kind] = `HTTP ${res.status}: ${res.body.slice(0, 160)}`;
+            ctx.progress(`read latency: ${kind} failed, ${p.failures[kind]}\n${p.worker.logTail(6)}`);
+            continue;
+          }
+          if (i < 0) continue; // warm-up
+          p.lat[kind].push(ms);
+          if (i === 0) {
+            const body = JSON.parse(res.body) as { data?: unknown[] };
+            p.items[kind] = body.data?.length ?? 1;
+          }
+        }
+      }
+    }
+  } finally {
+    for (const p of prepared) p.client.close();
+  }
+  const results: ReadLatencyResult[] = [];
+  for (const p of prepared) results.push(await p.finish());
+  return results;
+}
+
+async function prepareReads(ctx: BenchContext, worker: StackWorker, opts: ReadOptions): Promise<PreparedReads> {
   const tenant = opts.tenantId;
   const videos = opts.videoIds.map((v) => parseVideoId(v)!);
   if (!UUID.test(tenant) || !videos.every((v) => UUID.test(v))) throw new Error('unexpected id format');
@@ -167,118 +234,96 @@ export async function benchReadLatency(
   const lat = Object.fromEntries(READ_KINDS.map((k) => [k, [] as number[]])) as Record<ReadKind, number[]>;
   const items = Object.fromEntries(READ_KINDS.map((k) => [k, 0])) as Record<ReadKind, number>;
   const failures: Partial<Record<ReadKind, string>> = {};
-  try {
-    for (const kind of READ_KINDS) {
-      ctx.progress(`read latency: ${kind}`);
-      for (let i = -10; i < opts.requests; i++) {
+  const finish = async (): Promise<ReadLatencyResult> => {
+    // Each read's SQL sent straight to ClickHouse over IPC (no HTTP), as the
+    // API sent it before (FINAL over the video's key range) and now
+    // (events.repository.ts itself), interleaved query by query so both shapes
+    // see the same machine, with the rows ClickHouse read, which noise does not
+    // change. A page of 100 asks for 101 events: FINAL read 101 rows, the read
+    // without FINAL asks for 202 (room for a replay's copy of each).
+    ctx.progress('read latency: each read\'s SQL straight to ClickHouse, before and now, interleaved');
+    const video0 = videos[0]!;
+    const cursorAt = { ts: Number(mid.ts), id: mid.id };
+    const sinceMs = Math.floor(startMs + spanMs * 0.75);
+    const finalPage = (where: string) => ({
+      sql: `
+      SELECT event_name, visitor_id, toUnixTimestamp64Milli(timestamp) AS ts, toString(event_id) AS id_text
+      FROM events FINAL
+      WHERE tenant_id = '${tenant}' AND video_id = '${video0}'
+        AND event_name NOT IN ${SIGNALS}
+        ${where}
+      ORDER BY timestamp, event_id
+      LIMIT 101`,
+    });
+    const nowPage = (q: { sinceMs?: number; after?: { ts: number; id: string } }) => {
+      const { query, query_params } = eventPageQuery({ tenantId: tenant, videoId: video0, sinceMs: q.sinceMs, after: q.after }, rowsToFetch(101));
+      return { sql: query, params: query_params };
+    };
+    const shapes: { kind: ReadKind; shape: SqlShape; at: (i: number) => { sql: string; params?: Record<string, unknown> } }[] = [
+      { kind: 'firstPage', shape: 'before', at: () => finalPage('') },
+      { kind: 'firstPage', shape: 'now', at: () => nowPage({}) },
+      {
+        kind: 'deepPage',
+        shape: 'before',
+        at: () => finalPage(`AND (timestamp, event_id) > (fromUnixTimestamp64Milli(${cursorAt.ts}, 'UTC'), toUUID('${cursorAt.id}'))`),
+      },
+      { kind: 'deepPage', shape: 'now', at: () => nowPage({ after: cursorAt }) },
+      { kind: 'since', shape: 'before', at: () => finalPage(`AND timestamp >= fromUnixTimestamp64Milli(${sinceMs}, 'UTC')`) },
+      { kind: 'since', shape: 'now', at: () => nowPage({ sinceMs }) },
+      // The score's SQL did not change (FINAL over one visitor's key range): its rows read, beside the pages'.
+      {
+        kind: 'score',
+        shape: 'now',
+        at: (i) => {
+          const { query, query_params } = visitorFactorsQuery(visitorOf(i));
+          return { sql: query, params: query_params };
+        },
+      },
+    ];
+    const sqlLat = shapes.map(() => [] as number[]);
+    const sqlStats = shapes.map(() => ({ rowsRead: 0, rowsReadMax: 0, rows: 0 }));
+    for (let i = -10; i < opts.requests; i++) {
+      for (const [k, shape] of shapes.entries()) {
+        const { sql, params } = shape.at(i + 10);
         const t = performance.now();
-        const res = await client.request('GET', pathOf[kind](i + 10), { headers: auth });
+        const stats = await worker.queryStats(sql, params);
         const ms = performance.now() - t;
-        if (res.status !== 200) {
-          // A broken request kind is reported, not fatal: the other figures still stand.
-          failures[kind] = `HTTP ${res.status}: ${res.body.slice(0, 160)}`;
-          ctx.progress(`read latency: ${kind} failed, ${failures[kind]}\n${worker.logTail(6)}`);
-          break;
-        }
-        if (i < 0) continue; // warm-up
-        lat[kind].push(ms);
-        if (i === 0) {
-          const body = JSON.parse(res.body) as { data?: unknown[] };
-          items[kind] = body.data?.length ?? 1;
-        }
+        if (i < 0) continue;
+        sqlLat[k]!.push(ms);
+        const st = sqlStats[k]!;
+        st.rowsRead = stats.rowsRead;
+        st.rowsReadMax = Math.max(st.rowsReadMax, stats.rowsRead);
+        st.rows = stats.rows;
       }
     }
-  } finally {
-    client.close();
-  }
+    const partsAfter = await partsOf('events');
 
-  // Each read's SQL sent straight to ClickHouse over IPC (no HTTP), as the
-  // API sent it before (FINAL over the video's key range) and now
-  // (events.repository.ts itself), interleaved query by query so both shapes
-  // see the same machine, with the rows ClickHouse read, which noise does not
-  // change. A page of 100 asks for 101 events: FINAL read 101 rows, the read
-  // without FINAL asks for 202 (room for a replay's copy of each).
-  ctx.progress('read latency: each read\'s SQL straight to ClickHouse, before and now, interleaved');
-  const video0 = videos[0]!;
-  const cursorAt = { ts: Number(mid.ts), id: mid.id };
-  const sinceMs = Math.floor(startMs + spanMs * 0.75);
-  const finalPage = (where: string) => ({
-    sql: `
-    SELECT event_name, visitor_id, toUnixTimestamp64Milli(timestamp) AS ts, toString(event_id) AS id_text
-    FROM events FINAL
-    WHERE tenant_id = '${tenant}' AND video_id = '${video0}'
-      AND event_name NOT IN ${SIGNALS}
-      ${where}
-    ORDER BY timestamp, event_id
-    LIMIT 101`,
-  });
-  const nowPage = (q: { sinceMs?: number; after?: { ts: number; id: string } }) => {
-    const { query, query_params } = eventPageQuery({ tenantId: tenant, videoId: video0, sinceMs: q.sinceMs, after: q.after }, rowsToFetch(101));
-    return { sql: query, params: query_params };
+    const per = (f: (v: number[]) => number) => Object.fromEntries(READ_KINDS.map((k) => [k, f(lat[k])])) as Record<ReadKind, number>;
+    return {
+      stored: opts.stored,
+      loadSec: load.ms / 1000,
+      tableRows: Number(stats?.rows ?? 0),
+      parts: Number(stats?.parts ?? 0),
+      loadedParts,
+      settleSec,
+      visitorParts,
+      partsAfter,
+      requests: opts.requests,
+      p50: per((v) => quantile(v, 0.5)),
+      p99: per((v) => quantile(v, 0.99)),
+      max: per((v) => Math.max(...v)),
+      items,
+      failures,
+      secondPage,
+      sql: shapes.map((shape, k) => ({
+        kind: shape.kind,
+        shape: shape.shape,
+        p50: quantile(sqlLat[k]!, 0.5),
+        p99: quantile(sqlLat[k]!, 0.99),
+        max: Math.max(...sqlLat[k]!),
+        ...sqlStats[k]!,
+      })),
+    };
   };
-  const shapes: { kind: ReadKind; shape: SqlShape; at: (i: number) => { sql: string; params?: Record<string, unknown> } }[] = [
-    { kind: 'firstPage', shape: 'before', at: () => finalPage('') },
-    { kind: 'firstPage', shape: 'now', at: () => nowPage({}) },
-    {
-      kind: 'deepPage',
-      shape: 'before',
-      at: () => finalPage(`AND (timestamp, event_id) > (fromUnixTimestamp64Milli(${cursorAt.ts}, 'UTC'), toUUID('${cursorAt.id}'))`),
-    },
-    { kind: 'deepPage', shape: 'now', at: () => nowPage({ after: cursorAt }) },
-    { kind: 'since', shape: 'before', at: () => finalPage(`AND timestamp >= fromUnixTimestamp64Milli(${sinceMs}, 'UTC')`) },
-    { kind: 'since', shape: 'now', at: () => nowPage({ sinceMs }) },
-    // The score's SQL did not change (FINAL over one visitor's key range): its rows read, beside the pages'.
-    {
-      kind: 'score',
-      shape: 'now',
-      at: (i) => {
-        const { query, query_params } = visitorFactorsQuery(visitorOf(i));
-        return { sql: query, params: query_params };
-      },
-    },
-  ];
-  const sqlLat = shapes.map(() => [] as number[]);
-  const sqlStats = shapes.map(() => ({ rowsRead: 0, rowsReadMax: 0, rows: 0 }));
-  for (let i = -10; i < opts.requests; i++) {
-    for (const [k, shape] of shapes.entries()) {
-      const { sql, params } = shape.at(i + 10);
-      const t = performance.now();
-      const stats = await worker.queryStats(sql, params);
-      const ms = performance.now() - t;
-      if (i < 0) continue;
-      sqlLat[k]!.push(ms);
-      const st = sqlStats[k]!;
-      st.rowsRead = stats.rowsRead;
-      st.rowsReadMax = Math.max(st.rowsReadMax, stats.rowsRead);
-      st.rows = stats.rows;
-    }
-  }
-  const partsAfter = await partsOf('events');
-
-  const per = (f: (v: number[]) => number) => Object.fromEntries(READ_KINDS.map((k) => [k, f(lat[k])])) as Record<ReadKind, number>;
-  return {
-    stored: opts.stored,
-    loadSec: load.ms / 1000,
-    tableRows: Number(stats?.rows ?? 0),
-    parts: Number(stats?.parts ?? 0),
-    loadedParts,
-    settleSec,
-    visitorParts,
-    partsAfter,
-    requests: opts.requests,
-    p50: per((v) => quantile(v, 0.5)),
-    p99: per((v) => quantile(v, 0.99)),
-    max: per((v) => Math.max(...v)),
-    items,
-    failures,
-    secondPage,
-    sql: shapes.map((shape, k) => ({
-      kind: shape.kind,
-      shape: shape.shape,
-      p50: quantile(sqlLat[k]!, 0.5),
-      p99: quantile(sqlLat[k]!, 0.99),
-      max: Math.max(...sqlLat[k]!),
-      ...sqlStats[k]!,
-    })),
-  };
+  return { worker, client, auth, pathOf, lat, items, failures, finish };
 }
