@@ -1,7 +1,7 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-const VID_RE = /^vid_[0-9a-f]{32}$/;
+export const VID_RE = /^vid_[0-9a-f]{32}$/;
 
 export const VISITOR_ID_RE = /^vis_[A-Za-z0-9_-]{1,64}$/;
 export const SESSION_ID_RE = /^ses_[A-Za-z0-9_-]{1,64}$/;

@@ -1,8 +1,9 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import type { FastifyInstance, FastifyReply, FastifyRequest, FastifySchemaCompiler } from 'fastify';
+import { validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { ConfigStore } from '../../shared/config-store/config-store.ts';
 import { ApiError } from '../../shared/http/errors.ts';
 import { Problem } from '../../shared/http/schemas.ts';
+import { isPlainlyValidCollectBody } from './collect-fast-check.ts';
 import { Accepted, CollectBody, CollectQuery, ConversionAccepted, ConversionBody } from './collect.schema.ts';
 import { collectRecords, conversionRecord, type RecordContext } from './event-record.ts';
 import type { PlayerEventsWriter } from './player-events.writer.ts';
@@ -72,6 +73,20 @@ const contextOf = (opts: IntakePluginOptions, tenantId: string): RecordContext =
   videoById: (id) => opts.store.videos.get(id),
 });
 
+/**
+ * The app's zod validatorCompiler (shared/http/app.ts), with a fast path for
+ * the body: one that collect-fast-check.ts finds plainly valid is taken as it
+ * is, without zod's parse and its output objects; any other goes through zod,
+ * so every refusal is worded as before. The querystring is zod's alone.
+ */
+export const collectValidatorCompiler: FastifySchemaCompiler<unknown> = (routeSchema) => {
+  // NOTE: the cast: Fastify's route option types the compiler with the whole
+  // route schema, but calls it with one part's schema, here a zod schema.
+  const zodValidate = validatorCompiler(routeSchema as Parameters<typeof validatorCompiler>[0]);
+  if (routeSchema.httpPart !== 'body') return zodValidate;
+  return (data: unknown) => (isPlainlyValidCollectBody(data) ? { value: data } : zodValidate(data));
+};
+
 async function playerIntake(root: FastifyInstance, opts: IntakePluginOptions): Promise<void> {
   const app = root.withTypeProvider<ZodTypeProvider>();
   app.decorateRequest('playerTenantId', null);
@@ -89,6 +104,9 @@ async function playerIntake(root: FastifyInstance, opts: IntakePluginOptions): P
         body: CollectBody,
         response: { 202: Accepted, 401: Problem, 403: Problem, 413: Problem, 422: Problem, 503: Problem },
       },
+      // NOTE: schema.body stays CollectBody: it types req.body and documents
+      // the route in the OpenAPI document; this compiler only validates.
+      validatorCompiler: collectValidatorCompiler,
     },
     async (req, reply) => {
       const records = collectRecords(req.body.events, contextOf(opts, req.playerTenantId!));
