@@ -51,6 +51,19 @@ function refusal(fn: () => unknown): ApiError {
 }
 
 describe('collectRecords', () => {
+  it('looks a video up again only when the id changes, and still refuses a foreign one at its own index', () => {
+    const SECOND: VideoRecord = { ...OWN, id: 'cccccccc-cccc-4ccc-8ccc-cccccccccccc', title: 'second' };
+    const looked: string[] = [];
+    const videoById = (id: string) => (looked.push(id), [OWN, SECOND, FOREIGN].find((v) => v.id === id));
+    const own = toVideoId(OWN.id);
+    const second = toVideoId(SECOND.id);
+    const records = collectRecords(parsed(event({ video_id: own }), event({ video_id: own }), event({ video_id: second }), event({ video_id: own }), event({ video_id: OWN.id })), ctx({ videoById }));
+    expect(records.map((r) => r.video_id)).toEqual([OWN.id, OWN.id, SECOND.id, OWN.id, OWN.id]);
+    expect(looked).toEqual([OWN.id, SECOND.id, OWN.id, OWN.id]);
+    const err = refusal(() => collectRecords(parsed(event(), event(), event({ video_id: toVideoId(FOREIGN.id) })), ctx({ videoById })));
+    expect([err.code, err.message]).toEqual(['forbidden', 'body.events.2.video_id: the video belongs to another tenant']);
+  });
+
   it('builds one player record per event, stamped at receipt, with a server id when the player sent none', () => {
     const [r, ...rest] = collectRecords(parsed(event()), ctx());
     expect(rest).toEqual([]);

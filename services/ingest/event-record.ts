@@ -50,11 +50,20 @@ export function eventTime(occurredAt: string | undefined, received: number, path
 
 /** POST /v1/collect: one record per event, in order; the first refused event refuses the request. */
 export function collectRecords(events: readonly CollectEvent[], ctx: RecordContext): PlayerEventRecord[] {
-  return events.map((e, i) => playerRecord(e, i, ctx));
+  // NOTE: a request's events nearly always name one video; its lookup (the
+  // id parsed to a UUID, then the map) is done again only when the id changes.
+  let lastId: string | undefined;
+  let lastVideo: VideoRecord | undefined;
+  return events.map((e, i) => {
+    if (e.video_id !== lastId || !lastVideo) {
+      lastVideo = ownVideo(ctx, e.video_id, `body.events.${i}.video_id`);
+      lastId = e.video_id;
+    }
+    return playerRecord(e, i, lastVideo, ctx);
+  });
 }
 
-function playerRecord(e: CollectEvent, i: number, ctx: RecordContext): PlayerEventRecord {
-  const video = ownVideo(ctx, e.video_id, `body.events.${i}.video_id`);
+function playerRecord(e: CollectEvent, i: number, video: VideoRecord, ctx: RecordContext): PlayerEventRecord {
   const timestamp = eventTime(e.occurred_at, ctx.received, `body.events.${i}.occurred_at`);
   return {
     // A retried request carries the player's ids again; the projector keeps
