@@ -1,4 +1,5 @@
 import type { Kafka, Message } from 'kafkajs';
+import { plainlyValidPlayerEvent } from '../../schemas/player-event-fast-check.ts';
 import { DeliveryRecord, PlayerEventRecord, type DestinationRecord } from '../../schemas/records.ts';
 import type { SchemaRegistry } from '../../schemas/registry.ts';
 import type { ConfigStore } from '../../shared/config-store/config-store.ts';
@@ -102,7 +103,7 @@ function fanoutConsumers(deps: FanoutDeps, log: Logger, fanout: Fanout): (Tracke
     ...common,
     groupId: `${deps.groupPrefix}fanout`,
     topics: [deps.topics.playerEvents],
-    decode: recordDecoder(deps.registry, 'player-event', PlayerEventRecord),
+    decode: recordDecoder(deps.registry, 'player-event', PlayerEventRecord, { fastCheck: plainlyValidPlayerEvent }),
     onInFlight: (n) => deps.metrics.webhookInFlight.set(n),
     handle: (record) => ({ kind: 'work', done: record.kind === 'value' ? fanout.fanOut(record.value) : Promise.resolve() }),
   });

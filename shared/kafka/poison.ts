@@ -29,13 +29,20 @@ export type RecordDecoder<T> = (message: Pick<KafkaMessage, 'value'>) => Decoded
  * newest reader schema) → validated by the record's zod twin. A null value is
  * a tombstone on compacted topics (`tombstones: true`) and poison elsewhere;
  * an empty value is always poison.
+ *
+ * `fastCheck` is an optional shortcut in front of zod for a hot subject (e.g.
+ * schemas/player-event-fast-check.ts): for a decoded value that `schema`
+ * certainly accepts it answers the value zod's parse would give, and
+ * undefined for anything else, which zod then parses as before (so refusals
+ * keep zod's reason and wording).
  */
 export function recordDecoder<S extends z.ZodType>(
   registry: SchemaRegistry,
   subject: Subject,
   schema: S,
-  opts: { tombstones?: boolean } = {},
+  opts: { tombstones?: boolean; fastCheck?: (raw: unknown) => z.infer<S> | undefined } = {},
 ): RecordDecoder<z.infer<S>> {
+  const fastCheck = opts.fastCheck;
   return (message) => {
     const bytes = message.value;
     if (bytes === null || bytes === undefined) {
@@ -48,6 +55,10 @@ export function recordDecoder<S extends z.ZodType>(
       raw = registry.decode<unknown>(subject, bytes);
     } catch (err) {
       throw classifyDecodeError(err);
+    }
+    if (fastCheck !== undefined) {
+      const fast = fastCheck(raw);
+      if (fast !== undefined) return { kind: 'value', value: fast };
     }
     const parsed = schema.safeParse(raw);
     if (!parsed.success) {
