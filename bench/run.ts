@@ -10,7 +10,9 @@
  *      every service in one process (and with BENCH_FRESHNESS_SPLIT_RATES
  *      also with the intake in a process of its own)
  *   4. events-page and score latency over 1 million stored events
- *      (BENCH_READ_EVENTS), and each read's SQL straight to ClickHouse
+ *      (BENCH_READ_EVENTS), and each read's SQL straight to ClickHouse;
+ *      with BENCH_PHASES=reads and two sizes (1000000,10000000), both side
+ *      by side and the ratios between them
  *   5. the fan-out draining a backlog of events no destination selects:
  *      events/s and the event-loop delay meanwhile
  *
