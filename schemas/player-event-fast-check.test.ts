@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { COLLECTABLE_EVENT_NAMES } from '../shared/event-names.ts';
 import { SESSION_ID_RE, VISITOR_ID_RE } from '../shared/ids.ts';
 import { PoisonRecordError, recordDecoder, type RecordDecoder } from '../shared/kafka/poison.ts';
+import { PLAYER_EVENT } from '../test/helpers/player-event.ts';
 import { plainlyValidPlayerEvent } from './player-event-fast-check.ts';
 import { PlayerEventRecord } from './records.ts';
 import { SchemaRegistry } from './registry.ts';
@@ -274,31 +275,7 @@ const mutatedRecord = fc.tuple(validRecord, fc.array(mutation, { minLength: 1, m
 
 // ───────────────────────────── tests ─────────────────────────────
 
-const example: PlayerEventRecord = {
-  event_id: '3f1c2b8e-4b1a-4c55-9a57-0d7f8f7d2c11',
-  tenant_id: 'a9e4d1b2-5c6f-4e7a-8b9c-0d1e2f3a4b5c',
-  video_id: '0f8fad5b-d9cb-469f-a165-70867728950e',
-  session_id: 'ses_abc',
-  visitor_id: 'vis_xyz',
-  event_name: 'heartbeat',
-  timestamp: 1_763_700_000_123,
-  received_at: 1_763_700_000_456,
-  current_time: 12.5,
-  duration: 120,
-  watched_percentage: 10.4,
-  play_ms: 5000,
-  focus_ms: 4000,
-  seek_from: null,
-  seek_to: null,
-  utm_source: 'newsletter',
-  utm_campaign: null,
-  ctwa_clid: null,
-  external_lead_id: 'lead-1',
-  source: 'player',
-  conversion_value: null,
-  conversion_currency: null,
-  event_id_from_client: true,
-};
+const example: PlayerEventRecord = PLAYER_EVENT;
 
 describe('plainlyValidPlayerEvent', () => {
   it('restates the schema it stands in for: the same patterns, and the Avro reader has exactly its fields', () => {

@@ -13,36 +13,13 @@ import {
   VideoRecord,
   WebhookAttemptRecord,
 } from './records.ts';
+import { PLAYER_EVENT } from '../test/helpers/player-event.ts';
 import { SchemaDecodeError, SchemaRegistry, type Subject } from './registry.ts';
 
 const registry = SchemaRegistry.fromManifest();
 const avsc = (file: string) => avro.Type.forSchema(JSON.parse(readFileSync(join(import.meta.dirname, 'avro', file), 'utf8')));
 
-const playerEvent: PlayerEventRecord = {
-  event_id: '3f1c2b8e-4b1a-4c55-9a57-0d7f8f7d2c11',
-  tenant_id: 'a9e4d1b2-5c6f-4e7a-8b9c-0d1e2f3a4b5c',
-  video_id: '0f8fad5b-d9cb-469f-a165-70867728950e',
-  session_id: 'ses_abc',
-  visitor_id: 'vis_xyz',
-  event_name: 'heartbeat',
-  timestamp: 1_763_700_000_123,
-  received_at: 1_763_700_000_456,
-  current_time: 12.5,
-  duration: 120,
-  watched_percentage: 10.4,
-  play_ms: 5000,
-  focus_ms: 4000,
-  seek_from: null,
-  seek_to: null,
-  utm_source: 'newsletter',
-  utm_campaign: null,
-  ctwa_clid: null,
-  external_lead_id: 'lead-1',
-  source: 'player',
-  conversion_value: null,
-  conversion_currency: null,
-  event_id_from_client: true,
-};
+const playerEvent: PlayerEventRecord = PLAYER_EVENT;
 
 const fixtures: [Subject, { parse(v: unknown): unknown }, object][] = [
   ['player-event', PlayerEventRecord, playerEvent],
