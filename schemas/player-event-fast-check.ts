@@ -36,7 +36,7 @@ export function plainlyValidPlayerEvent(raw: unknown): PlayerEventRecord | undef
   const event_id = r.event_id;
   const tenant_id = r.tenant_id;
   const video_id = r.video_id;
-  if (!isUuid(event_id) || !isUuid(tenant_id) || !isUuid(video_id)) return undefined;
+  if (!isZodUuid(event_id) || !isZodUuid(tenant_id) || !isZodUuid(video_id)) return undefined;
   const session_id = r.session_id;
   if (typeof session_id !== 'string' || !SESSION_ID_RE.test(session_id)) return undefined;
   const visitor_id = r.visitor_id;
@@ -114,7 +114,7 @@ const UUID_RE = z.regexes.uuid();
 // as PlayerEventRecord's session_id and visitor_id regexes, which the test
 // checks; neither has the g or y flag, so `test` keeps no state between calls.
 
-function isUuid(v: unknown): v is string {
+function isZodUuid(v: unknown): v is string {
   return typeof v === 'string' && UUID_RE.test(v);
 }
 

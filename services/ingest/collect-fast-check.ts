@@ -1,6 +1,6 @@
 import { COLLECTABLE_EVENT_NAMES } from '../../shared/event-names.ts';
 import { SESSION_ID_RE, VID_RE, VISITOR_ID_RE, isUuid } from '../../shared/ids.ts';
-import { CLIENT_EVENT_ID_RE, MAX_EVENTS_PER_REQUEST } from './collect.schema.ts';
+import { CLIENT_EVENT_ID_RE, MAX_ATTRIBUTION_LENGTH, MAX_EVENTS_PER_REQUEST, MAX_PERCENT, MAX_POSITION_SEC, MAX_SIGNAL_MS } from './collect.schema.ts';
 
 /**
  * A fast path in front of the zod validation of POST /v1/collect bodies: zod
@@ -41,10 +41,6 @@ export function isPlainlyValidCollectBody(body: unknown): boolean {
 }
 
 const EVENT_NAMES: ReadonlySet<string> = new Set(COLLECTABLE_EVENT_NAMES);
-const MAX_POSITION = 1e7;
-const MAX_PERCENT = 100;
-const MAX_SIGNAL_MS = 3_600_000;
-const MAX_ATTRIBUTION = 512;
 
 /**
  * A plain object as JSON.parse makes it. NOTE: stricter than zod's object
@@ -65,7 +61,7 @@ function isPlainlyValidEvent(v: unknown): boolean {
   if (typeof sessionId !== 'string' || !SESSION_ID_RE.test(sessionId)) return false;
   const visitorId = v.visitor_id;
   if (typeof visitorId !== 'string' || !VISITOR_ID_RE.test(visitorId)) return false;
-  if (!inRange(v.current_time, MAX_POSITION) || !inRange(v.duration, MAX_POSITION) || !inRange(v.watched_percentage, MAX_PERCENT)) {
+  if (!inRange(v.current_time, MAX_POSITION_SEC) || !inRange(v.duration, MAX_POSITION_SEC) || !inRange(v.watched_percentage, MAX_PERCENT)) {
     return false;
   }
 
@@ -80,8 +76,8 @@ function isPlainlyValidEvent(v: unknown): boolean {
   if (focusMs !== undefined && !isSignalMs(focusMs)) return false;
   const from = v.from;
   const to = v.to;
-  if (from !== undefined && !inRange(from, MAX_POSITION)) return false;
-  if (to !== undefined && !inRange(to, MAX_POSITION)) return false;
+  if (from !== undefined && !inRange(from, MAX_POSITION_SEC)) return false;
+  if (to !== undefined && !inRange(to, MAX_POSITION_SEC)) return false;
   if (!isAttribution(v.utm_source) || !isAttribution(v.utm_campaign) || !isAttribution(v.ctwa_clid) || !isAttribution(v.external_lead_id)) {
     return false;
   }
@@ -107,7 +103,7 @@ function isSignalMs(v: unknown): boolean {
 
 /** Absent, or a string of at most 512 UTF-16 code units (z.string().max() counts `.length`). */
 function isAttribution(v: unknown): boolean {
-  return v === undefined || (typeof v === 'string' && v.length <= MAX_ATTRIBUTION);
+  return v === undefined || (typeof v === 'string' && v.length <= MAX_ATTRIBUTION_LENGTH);
 }
 
 /**

@@ -8,7 +8,13 @@ export const MAX_FUTURE_SKEW_MS = 5 * 60 * 1000;
 /** No player event predates this; older occurred_at values are clock faults. */
 export const EARLIEST_OCCURRED_AT = Date.UTC(2000, 0, 1);
 
-const attribution = z.string().max(512).optional();
+/** Bounds of the event fields, shared with the fast path of collect-fast-check.ts. */
+export const MAX_POSITION_SEC = 1e7;
+export const MAX_PERCENT = 100;
+export const MAX_SIGNAL_MS = 3_600_000;
+export const MAX_ATTRIBUTION_LENGTH = 512;
+
+const attribution = z.string().max(MAX_ATTRIBUTION_LENGTH).optional();
 
 export const VideoIdParam = z
   .string()
@@ -59,17 +65,17 @@ export const CollectEvent = z
     video_id: VideoIdParam,
     session_id: SessionId,
     visitor_id: VisitorId,
-    current_time: z.number().min(0).max(1e7).meta({ description: 'Playback position in seconds' }),
-    duration: z.number().min(0).max(1e7).meta({ description: 'Video duration in seconds' }),
-    watched_percentage: z.number().min(0).max(100),
+    current_time: z.number().min(0).max(MAX_POSITION_SEC).meta({ description: 'Playback position in seconds' }),
+    duration: z.number().min(0).max(MAX_POSITION_SEC).meta({ description: 'Video duration in seconds' }),
+    watched_percentage: z.number().min(0).max(MAX_PERCENT),
     occurred_at: z.iso
       .datetime({ offset: true })
       .optional()
       .meta({ description: 'When it happened (ISO 8601); from 2000-01-01 to at most 5 minutes in the future. Defaults to the time of receipt.' }),
-    play_ms: z.number().int().min(0).max(3_600_000).optional().meta({ description: 'heartbeat: played ms since the last heartbeat' }),
-    focus_ms: z.number().int().min(0).max(3_600_000).optional().meta({ description: 'heartbeat: played ms with the page focused' }),
-    from: z.number().min(0).max(1e7).optional().meta({ description: 'seek: position before, seconds' }),
-    to: z.number().min(0).max(1e7).optional().meta({ description: 'seek: position after, seconds' }),
+    play_ms: z.number().int().min(0).max(MAX_SIGNAL_MS).optional().meta({ description: 'heartbeat: played ms since the last heartbeat' }),
+    focus_ms: z.number().int().min(0).max(MAX_SIGNAL_MS).optional().meta({ description: 'heartbeat: played ms with the page focused' }),
+    from: z.number().min(0).max(MAX_POSITION_SEC).optional().meta({ description: 'seek: position before, seconds' }),
+    to: z.number().min(0).max(MAX_POSITION_SEC).optional().meta({ description: 'seek: position after, seconds' }),
     utm_source: attribution,
     utm_campaign: attribution,
     ctwa_clid: attribution,
