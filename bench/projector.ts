@@ -29,7 +29,16 @@ export interface ProjectorRound {
 }
 
 export interface ProjectorResult {
+  /** The unmeasured first round (see benchProjector), when there was one. */
+  warmup?: ProjectorRound;
   rounds: ProjectorRound[];
+  /**
+   * Median over the rounds of each round's own projector / raw insert ratio:
+   * the raw insert runs in the same process right after that round's drain,
+   * so the pair shares the machine's phase (the ratio of the medians below
+   * takes its two figures from different rounds).
+   */
+  pairedRatioMedian: number;
   steadyMedian: number;
   fromStartMedian: number;
   rawWithMvMedian: number;
@@ -44,17 +53,24 @@ export interface ProjectorResult {
  * `SELECT count() FROM events` reaches them; then, in the same process, the
  * same rows are inserted raw into scratch tables with the projector's mean
  * batch size.
+ *
+ * With `warmup`, one more round runs first and is reported apart, not in the
+ * medians. The broker's JVM compiles its fetch path on first use: in runs of
+ * 2026-11-23 the first round of a phase drained at 55-79k events/s and the
+ * later ones at 76-95k, the broker using more CPU in the first (0.33 against
+ * 0.21-0.32 cores), while the raw inserts (no broker) stayed level.
  */
-export async function benchProjector(ctx: BenchContext, opts: { events: number; rounds: number }): Promise<ProjectorResult> {
+export async function benchProjector(ctx: BenchContext, opts: { events: number; rounds: number; warmup?: boolean }): Promise<ProjectorResult> {
   const registry = SchemaRegistry.fromManifest();
   const rounds: ProjectorRound[] = [];
-  for (let r = 0; r < opts.rounds; r++) {
-    const name = `projector${r + 1}`;
+  const total = opts.rounds + (opts.warmup ? 1 : 0);
+  for (let r = 0; r < total; r++) {
+    const name = opts.warmup ? (r === 0 ? 'projector-warmup' : `projector${r}`) : `projector${r + 1}`;
     const topics = await freshTopics(ctx, `bench-${ctx.runId}-${name}.`);
-    ctx.progress(`projector round ${r + 1}/${opts.rounds}: pre-loading ${opts.events} events`);
+    ctx.progress(`${name}: pre-loading ${opts.events} events`);
     const { perSec: preloadPerSec } = await preloadEvents(ctx, registry, topics.playerEvents, opts.events);
 
-    ctx.progress(`projector round ${r + 1}/${opts.rounds}: starting the projector`);
+    ctx.progress(`${name}: starting the projector`);
     const { worker } = await ctx.startWorker(name, 'projector', {
       BENCH_WATCH_TARGET: String(opts.events),
       BENCH_WATCH_TIMEOUT_MS: '180000',
@@ -85,7 +101,7 @@ export async function benchProjector(ctx: BenchContext, opts: { events: number; 
       const insertSec = promSample(text, 'clickhouse_insert_duration_seconds_sum', '{table="events"}');
       const insertCount = promSample(text, 'clickhouse_insert_duration_seconds_count', '{table="events"}');
       const projectionSec = (watch.doneAt - readyAt) / 1000;
-      ctx.progress(`projector round ${r + 1}/${opts.rounds}: raw chdb inserts in batches of ${Math.round(meanBatch)}`);
+      ctx.progress(`${name}: raw chdb inserts in batches of ${Math.round(meanBatch)}`);
       const raw = await worker.rpc<RawInsertResult>({ op: 'rawInsert', batchSize: Math.max(1, Math.round(meanBatch)), rounds: 1 }, 300_000);
       const round: ProjectorRound = {
         events: opts.events,
@@ -110,14 +126,17 @@ export async function benchProjector(ctx: BenchContext, opts: { events: number; 
       };
       rounds.push(round);
       ctx.progress(
-        `projector round ${r + 1}/${opts.rounds}: ${Math.round(round.steadyPerSec)} events/s steady, ${Math.round(round.fromStartPerSec)} from start; raw insert ${Math.round(raw.withMv[0]!)} rows/s (with view), ${Math.round(raw.withMvObjects[0]!)} (with view, JSONEachRow), ${Math.round(raw.plain[0]!)} (table only)`,
+        `${name}: ${Math.round(round.steadyPerSec)} events/s steady, ${Math.round(round.fromStartPerSec)} from start; raw insert ${Math.round(raw.withMv[0]!)} rows/s (with view), ${Math.round(raw.withMvObjects[0]!)} (with view, JSONEachRow), ${Math.round(raw.plain[0]!)} (table only)`,
       );
     } finally {
       await worker.stop();
     }
   }
+  const warmup = opts.warmup ? rounds.shift() : undefined;
   return {
+    ...(warmup ? { warmup } : {}),
     rounds,
+    pairedRatioMedian: median(rounds.map((r) => r.steadyPerSec / r.raw.withMv[0]!)),
     steadyMedian: median(rounds.map((r) => r.steadyPerSec)),
     fromStartMedian: median(rounds.map((r) => r.fromStartPerSec)),
     rawWithMvMedian: median(rounds.flatMap((r) => r.raw.withMv)),

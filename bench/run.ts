@@ -76,6 +76,8 @@ const PLAN = {
   intakeWarmupMs: QUICK ? 500 : 2000,
   projectorEvents: QUICK ? 20_000 : 200_000,
   projectorRounds: QUICK ? 1 : 3,
+  /** One unmeasured projector round first (bench/projector.ts). */
+  projectorWarmup: !QUICK,
   /** Events of the fan-out drain phase's backlog (a tenant without destinations), per round. */
   fanoutDrainEvents: QUICK ? 20_000 : 200_000,
   fanoutDrainRounds: QUICK ? 1 : 3,
@@ -305,7 +307,7 @@ async function main(): Promise<void> {
     }
     if (ONLY_PROJECTOR) {
       loads.projector = os.loadavg()[0]!;
-      reportProjector(await benchProjector(ctx, { events: PLAN.projectorEvents, rounds: PLAN.projectorRounds }));
+      reportProjector(await benchProjector(ctx, { events: PLAN.projectorEvents, rounds: PLAN.projectorRounds, warmup: PLAN.projectorWarmup }));
       outEnd();
       return;
     }
@@ -333,7 +335,7 @@ async function main(): Promise<void> {
       return;
     }
     loads.projector = os.loadavg()[0]!;
-    const projector = await benchProjector(ctx, { events: PLAN.projectorEvents, rounds: PLAN.projectorRounds });
+    const projector = await benchProjector(ctx, { events: PLAN.projectorEvents, rounds: PLAN.projectorRounds, warmup: PLAN.projectorWarmup });
     const drain = await fanoutDrain();
 
     // The whole stack as deployed by default (every service), since freshness
@@ -457,13 +459,16 @@ function reportProjector(projector: ProjectorResult): void {
 
   out('## 2. Projector throughput (Kafka backlog → ClickHouse)');
   out(loadNote('projector'));
-  out(`${fmtInt(projector.rounds[0]?.events ?? 0)} events pre-loaded per round, ${projector.rounds.length} rounds (fresh topic, stack and chdb each)`);
+  out(
+    `${fmtInt(projector.rounds[0]?.events ?? 0)} events pre-loaded per round, ${projector.rounds.length} rounds (fresh topic, stack and chdb each)` +
+      (projector.warmup ? ', after one warm-up round (the broker compiles its fetch path; reported, not in the medians)' : ''),
+  );
   out();
   out(
     table([
-      ['round', 'projector steady', 'incl. group join', 'start→first rows', 'inserts', 'mean batch', 'mean insert', 'insert total / wall', 'event loop p99 / max', 'raw insert +view', 'raw +view, JSONEachRow', 'raw insert table', 'CPU cores used'],
-      ...projector.rounds.map((r, i) => [
-        String(i + 1),
+      ['round', 'projector steady', 'incl. group join', 'start→first rows', 'inserts', 'mean batch', 'mean insert', 'insert total / wall', 'event loop p99 / max', 'raw insert +view', 'raw +view, JSONEachRow', 'raw insert table', 'projector / raw +view', 'CPU cores used'],
+      ...[...(projector.warmup ? [projector.warmup] : []), ...projector.rounds].map((r, i) => [
+        projector.warmup ? (i === 0 ? 'warm-up' : String(i)) : String(i + 1),
         `${fmtInt(r.steadyPerSec)}/s`,
         `${fmtInt(r.fromStartPerSec)}/s`,
         `${r.startupSec.toFixed(1)} s`,
@@ -475,6 +480,7 @@ function reportProjector(projector: ProjectorResult): void {
         `${fmtInt(r.raw.withMv[0]!)}/s`,
         `${fmtInt(r.raw.withMvObjects[0]!)}/s`,
         `${fmtInt(r.raw.plain[0]!)}/s`,
+        fmtRatio(r.steadyPerSec / r.raw.withMv[0]!),
         fmtCores(r.cores),
       ]),
     ]),
@@ -485,7 +491,10 @@ function reportProjector(projector: ProjectorResult): void {
   out(`raw chdb insert, same DDL + view   ${fmtInt(projector.rawWithMvMedian)} rows/s (batches of ${fmtInt(projector.meanBatch)}, JSONCompactEachRow as the projector sends them, via @clickhouse/client)`);
   out(`  the same as JSONEachRow objects   ${fmtInt(projector.rawWithMvObjectsMedian)} rows/s (the format of the runs before 2026-11-23; projector / this: ${fmtRatio(projector.steadyMedian / projector.rawWithMvObjectsMedian)})`);
   out(`raw chdb insert, table only        ${fmtInt(projector.rawPlainMedian)} rows/s`);
-  out(`projector / raw insert (+view)     ${fmtRatio(projector.steadyMedian / projector.rawWithMvMedian)}  (issue 9 target ≥ 0.85×: ${projector.steadyMedian / projector.rawWithMvMedian >= 0.85 ? 'MET' : 'MISSED'})`);
+  // The target is called met only when both statistics meet it.
+  const ofMedians = projector.steadyMedian / projector.rawWithMvMedian;
+  const met = ofMedians >= 0.85 && projector.pairedRatioMedian >= 0.85;
+  out(`projector / raw insert (+view)     ${fmtRatio(projector.pairedRatioMedian)} median of the rounds' own ratios; ${fmtRatio(ofMedians)} ratio of the medians  (issue 9 target ≥ 0.85×: ${met ? 'MET' : 'MISSED'})`);
   out(`pre-load rate (raw producer, 500/send, 8 in flight): ${fmtInt(projector.rounds[0]?.preloadPerSec ?? Number.NaN)} events/s`);
   out();
 }
