@@ -47,6 +47,9 @@ export interface ProjectorResult {
   meanBatch: number;
 }
 
+/** A round's projector rate over its own raw insert (with the view), run in the same process right after its drain. */
+export const roundRatio = (r: ProjectorRound): number => r.steadyPerSec / r.raw.withMv[0]!;
+
 /**
  * Projector throughput: `events` records pre-loaded on a fresh player-events
  * topic, then a stack running only the projector is started and timed until
@@ -136,7 +139,7 @@ export async function benchProjector(ctx: BenchContext, opts: { events: number; 
   return {
     ...(warmup ? { warmup } : {}),
     rounds,
-    pairedRatioMedian: median(rounds.map((r) => r.steadyPerSec / r.raw.withMv[0]!)),
+    pairedRatioMedian: median(rounds.map(roundRatio)),
     steadyMedian: median(rounds.map((r) => r.steadyPerSec)),
     fromStartMedian: median(rounds.map((r) => r.fromStartPerSec)),
     rawWithMvMedian: median(rounds.flatMap((r) => r.raw.withMv)),

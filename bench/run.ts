@@ -34,7 +34,7 @@ import { benchBrokers, runBench, startBenchRun } from './harness.ts';
 import { HttpClient } from './http-client.ts';
 import { formatProfileComparison, formatProfileSummary } from './cpu-profile.ts';
 import { benchIntake, INTAKE_MODES, MODE_LABEL, type IntakeResult } from './intake.ts';
-import { benchProjector, type ProjectorResult } from './projector.ts';
+import { benchProjector, roundRatio, type ProjectorResult } from './projector.ts';
 import { benchFanoutDrain, type FanoutDrainResult } from './fanout-drain.ts';
 import { benchReadGrowth, benchReadLatency, READ_KINDS, READ_LABEL, type ReadKind, type ReadLatencyResult, type ReadOptions } from './read-latency.ts';
 import { fmtInt, fmtMs, fmtRatio, table } from './stats.ts';
@@ -480,7 +480,7 @@ function reportProjector(projector: ProjectorResult): void {
         `${fmtInt(r.raw.withMv[0]!)}/s`,
         `${fmtInt(r.raw.withMvObjects[0]!)}/s`,
         `${fmtInt(r.raw.plain[0]!)}/s`,
-        fmtRatio(r.steadyPerSec / r.raw.withMv[0]!),
+        fmtRatio(roundRatio(r)),
         fmtCores(r.cores),
       ]),
     ]),
