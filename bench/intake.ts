@@ -46,6 +46,7 @@ export interface IntakeResult {
   concurrency: number;
   batch: number;
   roundMs: number;
+  warmupMs: number;
   rounds: Record<IntakeMode, RoundResult[]>;
   median: Record<IntakeMode, number>;
   p50: Record<IntakeMode, number>;
@@ -74,6 +75,12 @@ export interface ProfiledRound {
   summary: ProfileSummary;
   file?: string;
 }
+
+/** The modes in the order of round `r` (0-based): as listed, reversed in odd rounds. */
+export const roundOrder = (r: number): readonly IntakeMode[] => (r % 2 === 0 ? INTAKE_MODES : [...INTAKE_MODES].reverse());
+
+/** Round `r`'s own intake / passthrough ratio: the two ran back to back. */
+export const intakeRoundRatio = (result: Pick<IntakeResult, 'rounds'>, r: number): number => result.rounds.intake[r]!.eventsPerSec / result.rounds.passthrough[r]!.eventsPerSec;
 
 /**
  * Closed loop: `concurrency` clients each send one batch and wait for its
@@ -214,6 +221,10 @@ export async function benchIntake(
     };
 
     const meter = new CpuMeter({ bench: process.pid, service: worker.pid, passthrough: pt.pid, broker: ctx.brokerPid });
+    // The warm-up is a whole round (each mode for `warmupMs`): in shorter
+    // ones the first measured round still ran cold, every mode about 40 %
+    // below the next rounds (the broker's JVM compiles its produce and
+    // transaction paths under this load; docs/performance.md).
     for (const mode of INTAKE_MODES) {
       ctx.progress(`intake: warm-up ${mode}`);
       await closedLoop(opts.warmupMs, opts.concurrency, ops[mode]);
@@ -230,7 +241,10 @@ export async function benchIntake(
 
     const rounds = Object.fromEntries(INTAKE_MODES.map((m) => [m, [] as RoundResult[]])) as Record<IntakeMode, RoundResult[]>;
     for (let r = 0; r < opts.rounds; r++) {
-      for (const mode of INTAKE_MODES) {
+      // Every other round runs the modes in reverse, so that neither the
+      // intake nor the passthrough is always the earlier of the two while
+      // the machine drifts; the pair runs back to back either way.
+      for (const mode of roundOrder(r)) {
         const before = await txState(mode);
         meter.start();
         const res = await closedLoop(opts.roundMs, opts.concurrency, ops[mode]);
@@ -294,6 +308,7 @@ export async function benchIntake(
       concurrency: opts.concurrency,
       batch: opts.batch,
       roundMs: opts.roundMs,
+      warmupMs: opts.warmupMs,
       rounds,
       median: per((rs) => median(rs.map((r) => r.eventsPerSec))),
       p50: per((rs) => quantile(rs.flatMap((r) => r.latencies), 0.5)),

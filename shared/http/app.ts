@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import Fastify, { type FastifyError } from 'fastify';
 import cors from '@fastify/cors';
-import helmet from '@fastify/helmet';
 import swagger from '@fastify/swagger';
+import helmet from 'helmet';
 import swaggerUi from '@fastify/swagger-ui';
 import {
   hasZodFastifySchemaValidationErrors,
@@ -26,7 +26,7 @@ export type App = Awaited<ReturnType<typeof buildHttpApp>>;
 const CORS_PATHS = ['/v1/collect'];
 
 /**
- * The dashboard's policy, sent by @fastify/helmet on every response (a JSON
+ * The dashboard's policy, sent with helmet's other headers on every response (a JSON
  * answer is not affected by it; /docs sends its own, see swaggerUi below).
  */
 const CSP_DIRECTIVES = {
@@ -53,6 +53,15 @@ export interface HttpAppOptions {
 }
 
 /**
+ * Request ids: a random prefix per process and a counter. They correlate a
+ * response with its log lines and need not be secret; 9 random bytes per
+ * request cost more CPU than the intake's whole fast check did.
+ */
+const REQUEST_ID_PREFIX = `req_${randomBytes(6).toString('base64url')}`;
+let requestCount = 0;
+const nextRequestId = (): string => `${REQUEST_ID_PREFIX}${(++requestCount).toString(36)}`;
+
+/**
  * Builds the one Fastify instance a process serves every route from; routes
  * are registered by the services afterwards. Separate from listen() so tests
  * can use inject().
@@ -63,7 +72,7 @@ export async function buildHttpApp(opts: HttpAppOptions) {
     // intake rates; failures are logged by the hooks below.
     loggerInstance: opts.log.child({ component: 'http' }, { level: 'warn' }),
     bodyLimit: opts.bodyLimit,
-    genReqId: () => `req_${randomBytes(9).toString('base64url')}`,
+    genReqId: nextRequestId,
     requestIdHeader: false,
     // Behind a TLS proxy, req.protocol and req.ip come from X-Forwarded-* of
     // the proxies named here; the session cookie gets Secure from it.
@@ -109,8 +118,11 @@ export async function buildHttpApp(opts: HttpAppOptions) {
     },
   });
 
-  await app.register(helmet, {
-    global: true,
+  // helmet's middleware, built once and run on the raw response before
+  // routing, as @fastify/helmet runs it; that plugin built a new one from
+  // these options for every request (2.7 % of the intake's CPU,
+  // docs/performance.md). security-headers.test.ts pins the headers.
+  const securityHeaders = helmet({
     contentSecurityPolicy: { useDefaults: false, directives: CSP_DIRECTIVES },
     frameguard: { action: 'deny' },
     referrerPolicy: { policy: 'no-referrer' },
@@ -118,6 +130,7 @@ export async function buildHttpApp(opts: HttpAppOptions) {
     strictTransportSecurity: false,
     crossOriginEmbedderPolicy: false,
   });
+  app.addHook('onRequest', (req, reply, done) => securityHeaders(req.raw, reply.raw, (err) => done(err as Error | undefined)));
 
   // Every operation can answer 400 (a malformed path escape, an empty JSON
   // body); one with a body also 400 invalid_json, 413 and 415. Declared
