@@ -1,7 +1,7 @@
 import { type BenchContext, sleep } from './context.ts';
 import { CpuMeter } from './cpu.ts';
 import { HttpClient } from './http-client.ts';
-import { promSample, quantile } from './stats.ts';
+import { bucketDelta, promBuckets, promSample, quantile } from './stats.ts';
 import { playerEvent } from './workload.ts';
 import type { StackWorker } from './worker-client.ts';
 
@@ -49,6 +49,12 @@ export interface FreshnessResult {
   insertsPerSec: number;
   meanBatch: number;
   insertMeanMs: number;
+  /**
+   * projector_record_age_seconds over the phase: the oldest event's age when
+   * its batch was fetched and when its insert made it readable, one per
+   * fetched batch and per insert (bucket bounds, not exact quantiles).
+   */
+  recordAge: Record<'fetched' | 'readable', { n: number; p50: number; p99: number; within200ms: number }>;
 }
 
 interface ServiceCounters {
@@ -58,6 +64,8 @@ interface ServiceCounters {
   insertSec: number;
   rows: number;
   retries: number;
+  fetchedAge: Map<number, number>;
+  readableAge: Map<number, number>;
 }
 
 async function counters(intake: HttpClient, reads: HttpClient): Promise<ServiceCounters> {
@@ -70,7 +78,15 @@ async function counters(intake: HttpClient, reads: HttpClient): Promise<ServiceC
     insertSec: promSample(read, 'clickhouse_insert_duration_seconds_sum', '{table="events"}') || 0,
     rows: promSample(read, 'projector_batch_size_sum') || 0,
     retries: promSample(text, 'kafka_produce_retries_total', '{cause="concurrent_transactions"}') || 0,
+    fetchedAge: promBuckets(read, 'projector_record_age_seconds', 'stage="fetched"'),
+    readableAge: promBuckets(read, 'projector_record_age_seconds', 'stage="readable"'),
   };
+}
+
+/** Bucket bounds (ms) of the p50 and p99 of a histogram's observations between two readings, and the share within 200 ms. */
+function ageOf(before: Map<number, number>, after: Map<number, number>) {
+  const p50 = bucketDelta(before, after, 0.5, 0.2);
+  return { n: p50.n, p50: p50.upper * 1000, p99: bucketDelta(before, after, 0.99, 0.2).upper * 1000, within200ms: p50.share };
 }
 
 interface Probe {
@@ -272,6 +288,10 @@ export async function benchFreshness(
     insertsPerSec: (after.inserts - before.inserts) / phaseSec,
     meanBatch: (after.rows - before.rows) / (after.inserts - before.inserts),
     insertMeanMs: ((after.insertSec - before.insertSec) / (after.inserts - before.inserts)) * 1000,
+    recordAge: {
+      fetched: ageOf(before.fetchedAge, after.fetchedAge),
+      readable: ageOf(before.readableAge, after.readableAge),
+    },
   };
 }
 

@@ -34,6 +34,31 @@ export function table(rows: string[][]): string {
 }
 
 /** One sample (`name{labels} value`) of a Prometheus text exposition; NaN when absent. */
+/** The cumulative buckets (upper bound in seconds → count) of a Prometheus histogram's series whose labels include `match` (e.g. 'stage="readable"'). */
+export function promBuckets(text: string, name: string, match: string): Map<number, number> {
+  const out = new Map<number, number>();
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(`${name}_bucket{`) || !line.includes(match)) continue;
+    const le = /le="([^"]+)"/.exec(line)?.[1];
+    if (le === undefined) continue;
+    out.set(le === '+Inf' ? Number.POSITIVE_INFINITY : Number(le), Number(line.slice(line.lastIndexOf(' ') + 1)));
+  }
+  return out;
+}
+
+/**
+ * Of the observations between two readings of one histogram's buckets: how
+ * many, the upper bound of the bucket holding the quantile `q` (seconds), and
+ * the share at most `within` seconds (`within` must be a bucket bound).
+ */
+export function bucketDelta(before: Map<number, number>, after: Map<number, number>, q: number, within: number): { n: number; upper: number; share: number } {
+  const bounds = [...after.keys()].sort((a, b) => a - b);
+  const count = (le: number) => (after.get(le) ?? 0) - (before.get(le) ?? 0);
+  const n = count(Number.POSITIVE_INFINITY);
+  const upper = bounds.find((le) => count(le) >= q * n) ?? Number.NaN;
+  return { n, upper, share: n > 0 ? count(within) / n : Number.NaN };
+}
+
 export function promSample(text: string, name: string, labels = ''): number {
   const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `));
   return line ? Number(line.slice(line.lastIndexOf(' ') + 1)) : Number.NaN;

@@ -79,6 +79,13 @@ export function createMetrics() {
       buckets: [1, 10, 50, 100, 500, 1000, 5000, 10000, 50000],
       registers: [registry],
     }),
+    recordAge: new Histogram({
+      name: 'projector_record_age_seconds',
+      help: 'Age of the oldest player event (since its produce request) when the projector fetched its batch (stage="fetched") and when its insert made it readable (stage="readable"); one observation per fetched batch and per insert',
+      labelNames: ['stage'] as const,
+      buckets: [0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1, 2, 5, 10, 30, 60],
+      registers: [registry],
+    }),
     insertDuration: new Histogram({
       name: 'clickhouse_insert_duration_seconds',
       help: 'ClickHouse insert latency',

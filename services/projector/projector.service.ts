@@ -71,6 +71,7 @@ export async function startProjector(deps: ProjectorDeps) {
       return { kind: 'value', value: needsLookup(d.value) ? retryCandidate(d.value, line) : line };
     },
     maxMessages: deps.maxRows,
+    onRecordAge: (stage, ageMs) => deps.metrics.recordAge.observe({ stage: stage === 'handled' ? 'readable' : stage }, ageMs / 1000),
     handle: async (items) => {
       // One loop with no allocation per record beyond the array slot: this
       // runs for every record of a drain, and garbage is a tenth of its CPU.

@@ -269,3 +269,57 @@ describe('BatchConsumer fetches', () => {
     expect(mostPerTurn(decodedAt)).toBeLessThanOrEqual(9);
   }, 90_000);
 });
+
+describe('BatchConsumer record ages', () => {
+  const fx = consumerFixture('batch-age', 1);
+
+  it('reports the age of the oldest record of each fetch and of each handler call, once the call resolved', async () => {
+    const { topic } = fx;
+    const now = Date.now();
+    const producer = fx.kafka.producer();
+    await producer.connect();
+    // One send, so one fetch and one handler call: the oldest record is in
+    // the middle, and its age (not the first's or the last's) is the one reported.
+    await producer.send({
+      topic,
+      messages: [
+        { partition: 0, value: 'a', timestamp: String(now - 10_000) },
+        { partition: 0, value: 'b', timestamp: String(now - 60_000) },
+        { partition: 0, value: 'c', timestamp: String(now - 5_000) },
+      ],
+    });
+    await producer.disconnect();
+
+    const ages: { stage: string; ageMs: number; handled: number }[] = [];
+    let handled = 0;
+    const consumer = batchConsumer<string>(fx, {
+      groupId: `batch-age-${fx.id}`,
+      decode: (m) => ({ kind: 'value', value: m.value!.toString() }),
+      flushMs: 20,
+      maxMessages: 1000,
+      handle: async (items) => {
+        await new Promise((r) => setTimeout(r, 50));
+        handled += items.length;
+      },
+      onRecordAge: (stage, ageMs) => ages.push({ stage, ageMs, handled }),
+    });
+    const started = Date.now();
+    try {
+      await consumer.start();
+      await expect.poll(() => ages.filter((a) => a.stage === 'handled').length, { timeout: 30_000 }).toBe(1);
+    } finally {
+      await consumer.stop(5_000);
+    }
+    const bound = 60_000 + (Date.now() - started) + 1_000;
+    const fetched = ages.filter((a) => a.stage === 'fetched');
+    const done = ages.find((a) => a.stage === 'handled')!;
+    expect(fetched).toHaveLength(1);
+    // The first record of the fetched batch is 'a' (10 s old); the handler call's oldest is 'b'.
+    expect(fetched[0]!.ageMs).toBeGreaterThanOrEqual(10_000);
+    expect(fetched[0]!.ageMs).toBeLessThan(bound - 50_000);
+    expect(done.ageMs).toBeGreaterThanOrEqual(60_000);
+    expect(done.ageMs).toBeLessThan(bound);
+    // Reported after the handler call resolved, not when it began.
+    expect(done.handled).toBe(3);
+  }, 60_000);
+});

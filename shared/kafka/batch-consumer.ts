@@ -43,6 +43,12 @@ export interface BatchConsumerOptions<T> extends GroupMemberOptions<T> {
    */
   handle: (items: BatchItem<T>[]) => Promise<void>;
   onFlush?: (messages: number, ms: number) => void;
+  /**
+   * The age (ms, now minus the record's Kafka timestamp) of the oldest record
+   * of each fetched batch as it arrives (`fetched`) and of each handler call
+   * once it resolved (`handled`): how stale what the handler makes durable is.
+   */
+  onRecordAge?: (stage: 'fetched' | 'handled', ageMs: number) => void;
   /** Time between turns of the event loop while records are decoded (default: the process's eventLoopSlices). */
   slices?: TimeSlices;
 }
@@ -125,6 +131,7 @@ export class BatchConsumer<T> extends GroupMember<T> {
     const generation = this.generation;
     const current = this.batchCheck({ isRunning, isStale });
     if (batch.messages.length === 0 || !current()) return;
+    this.opts.onRecordAge?.('fetched', Date.now() - Number(batch.messages[0]!.timestamp));
     // kafkajs hands over every partition's batch of a fetch response at
     // once. Decoded together they held the loop for as long as all of them
     // took: they are decoded in the process's shared slices of it.
@@ -197,6 +204,9 @@ export class BatchConsumer<T> extends GroupMember<T> {
     const started = performance.now();
     const items: BatchItem<T>[] = [];
     const letters: DeadLetter[] = [];
+    // Kafka timestamps are decimal strings of one length (13 digits until
+    // 2286), so the oldest is the least as a string: no number per record.
+    let oldest: string | undefined;
     try {
       // A decoder failure that is not poison (left undecided on arrival) is
       // thrown again here: a transient failure like the handler's, so the
@@ -206,8 +216,10 @@ export class BatchConsumer<T> extends GroupMember<T> {
         const o = f.outcome ?? this.outcome(f.topic, f.partition, f.message);
         if (o.kind === 'poison') letters.push(o.letter);
         else items.push({ topic: f.topic, partition: f.partition, message: f.message, record: o.record });
+        if (oldest === undefined || f.message.timestamp < oldest) oldest = f.message.timestamp;
       }
       if (items.length > 0) await this.opts.handle(items);
+      if (items.length > 0 && oldest !== undefined) this.opts.onRecordAge?.('handled', Date.now() - Number(oldest));
       await this.opts.deadLetters.send(letters);
       this.#retryDelayMs = 0;
       this.failing = undefined;
