@@ -264,4 +264,33 @@ describe('poison records on every topic the service reads', () => {
     const ready = await s.request('GET', '/readyz');
     expect(ready.status).toBe(200);
   });
+  it("leaves the events of a tenant without destinations undecoded by the fan-out; the projector still dead-letters their poison", async () => {
+    const quiet = await s.createTenant('no-destinations');
+    const topic = names().playerEvents;
+    const truncated = poisonValues(registry.writerId(SUBJECT.playerEvents!)).find((p) => p.kind === 'truncated')!.value;
+    // Keyed as the intake keys them: one for the tenant without destinations, one for `t`, which has some.
+    const write = async (tenantId: string) => {
+      const [meta] = await producer.send({ topic, acks: -1, messages: [{ key: `${tenantId}:ses_poison`, value: truncated }] });
+      return `${topic}/${meta!.partition}/${meta!.baseOffset}`;
+    };
+    // The quiet tenant's events are still projected. Accepted by the intake
+    // first: the process knows the tenant before its poison is written (an
+    // unknown tenant's records are decoded, whatever their key).
+    const visitor = `vis_quiet_${randomBytes(3).toString('hex')}`;
+    const res = await eventually(async () => {
+      const r = await s.collect(quiet.player_key, [{ event_name: 'video_play', video_id: quiet.videoId, session_id: 'ses_quiet', visitor_id: visitor }]);
+      return r.status === 503 ? undefined : r;
+    }, 30_000, 500);
+    expect(res.status).toBe(202);
+    await eventually(async () => ((await s.allEvents(quiet.videoId, quiet.apiKey)).some((e) => e.visitor_id === visitor) ? true : undefined), 30_000, 200);
+    const quietPoison = await write(quiet.id);
+    const keptPoison = await write(t.id);
+    await validRecordsFlow('skip');
+    await noLag();
+    const groupsFor = async (source: string) =>
+      new Set((await deadLetters()).filter((l) => l.source === source).map((l) => l.group));
+    expect(await groupsFor(keptPoison)).toEqual(new Set([`${s.topicPrefix}projector`, `${s.topicPrefix}fanout`]));
+    // The fan-out read past it (no lag above) without decoding it.
+    expect(await groupsFor(quietPoison)).toEqual(new Set([`${s.topicPrefix}projector`]));
+  });
 });

@@ -11,7 +11,8 @@ import { TrackedConsumer } from '../../shared/kafka/tracked-consumer.ts';
 import { CoalescingSender, RecordTooLargeError, type TopicMessages } from '../../shared/kafka/coalescing-sender.ts';
 import type { DeadLetter, DeadLetterSink } from '../../shared/kafka/dead-letters.ts';
 import { backoff, groupProblems } from '../../shared/kafka/group-member.ts';
-import { recordDecoder } from '../../shared/kafka/poison.ts';
+import { recordDecoder, type Decoded } from '../../shared/kafka/poison.ts';
+import { tenantOfPlayerEventKey } from '../../shared/kafka/event-keys.ts';
 import { deferral, deferralsOf, LogThrottle, planAttempt, planFanOut, settlement, type AttemptResult, type Outgoing, type SecurityOut } from './delivery-steps.ts';
 import { FairSlots } from './fair-slots.ts';
 import { Lanes } from './lanes.ts';
@@ -95,17 +96,30 @@ export async function startFanout(deps: FanoutDeps) {
 }
 
 /** The consumer of player events and the four of queued deliveries (manual, then the tiers). */
-function fanoutConsumers(deps: FanoutDeps, log: Logger, fanout: Fanout): (TrackedConsumer<PlayerEventRecord> | TrackedConsumer<DeliveryRecord>)[] {
+function fanoutConsumers(deps: FanoutDeps, log: Logger, fanout: Fanout): (TrackedConsumer<PlayerEventRecord | null> | TrackedConsumer<DeliveryRecord>)[] {
   const now = deps.now ?? Date.now;
   const maxOutstanding = deps.maxInFlight * 8;
   const common = { kafka: deps.kafka, log, metrics: deps.metrics, deadLetters: deps.deadLetters, stallMs: deps.stallMs, sessionTimeoutMs: deps.sessionTimeoutMs, maxOutstanding };
-  const events = new TrackedConsumer<PlayerEventRecord>({
+  const decodeEvent = recordDecoder(deps.registry, 'player-event', PlayerEventRecord, { fastCheck: plainlyValidPlayerEvent });
+  // An event of a tenant without destinations selects none (planFanOut):
+  // its record is not decoded at all, the tenant read from its key. Most of
+  // a decode's cost for tenants that use no webhooks, on every event
+  // (docs/performance.md). NOTE: so the fan-out cannot find such a record
+  // malformed; the projector, which decodes every event, dead-letters it.
+  // A key of another form, or of a tenant this process does not know yet,
+  // is decoded as before.
+  const skip: Decoded<PlayerEventRecord | null> = { kind: 'value', value: null };
+  const events = new TrackedConsumer<PlayerEventRecord | null>({
     ...common,
     groupId: `${deps.groupPrefix}fanout`,
     topics: [deps.topics.playerEvents],
-    decode: recordDecoder(deps.registry, 'player-event', PlayerEventRecord, { fastCheck: plainlyValidPlayerEvent }),
+    decode: (message) => {
+      const tenant = tenantOfPlayerEventKey(message.key);
+      if (tenant !== undefined && deps.store.tenants.has(tenant) && !deps.store.hasDestinations(tenant)) return skip;
+      return decodeEvent(message);
+    },
     onInFlight: (n) => deps.metrics.webhookInFlight.set(n),
-    handle: (record) => ({ kind: 'work', done: record.kind === 'value' ? fanout.fanOut(record.value) : Promise.resolve() }),
+    handle: (record) => ({ kind: 'work', done: record.kind === 'value' && record.value !== null ? fanout.fanOut(record.value) : Promise.resolve() }),
   });
 
   // Queued deliveries (tiers, manual) are attempted once due.

@@ -4,6 +4,7 @@ import type { SchemaRegistry } from '../../schemas/registry.ts';
 import { ApiError } from '../../shared/http/errors.ts';
 import { KafkaUnavailableError, ProducerOverloadedError, type GroupCommitProducer } from '../../shared/kafka/group-commit-producer.ts';
 import type { Metrics } from '../../shared/metrics.ts';
+import { playerEventKey } from '../../shared/kafka/event-keys.ts';
 
 export interface PlayerEventsWriterOptions {
   registry: SchemaRegistry;
@@ -54,7 +55,7 @@ export class PlayerEventsWriter {
   async write(records: readonly PlayerEventRecord[], path: IntakePath): Promise<void> {
     if (!this.#accepting) throw new ApiError('unavailable', 'the service is shutting down; retry', { headers: { 'Retry-After': '1' } });
     const values = this.#opts.registry.encodeAll('player-event', records);
-    const messages: Message[] = records.map((r, i) => ({ key: `${r.tenant_id}:${r.session_id}`, value: values[i]! }));
+    const messages: Message[] = records.map((r, i) => ({ key: playerEventKey(r.tenant_id, r.session_id), value: values[i]! }));
     try {
       await this.#opts.producer.send(this.#opts.topic, messages);
     } catch (err) {

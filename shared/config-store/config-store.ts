@@ -120,6 +120,11 @@ export class ConfigStore {
     return [...(this.#destinationsByTenant.get(tenantId)?.values() ?? [])];
   }
 
+  /** Whether the tenant has a destination at all (the fan-out skips the events of one that has none). */
+  hasDestinations(tenantId: string): boolean {
+    return (this.#destinationsByTenant.get(tenantId)?.size ?? 0) > 0;
+  }
+
   videosOf(tenantId: string): VideoRecord[] {
     return [...(this.#videosByTenant.get(tenantId)?.values() ?? [])];
   }
