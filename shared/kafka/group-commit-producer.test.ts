@@ -151,3 +151,33 @@ describe('GroupCommitProducer after a failed transaction', () => {
     await expect.poll(ends, { timeout: 30_000, interval: 250 }).toEqual(before.map((n) => n + 1));
   }, 60_000);
 });
+
+/** Which lane takes a transaction, against the run's real broker. */
+describe('GroupCommitProducer lanes', () => {
+  it('gives each request, one after another, to the lane that rested longest, and commits every record', async () => {
+    const topic = `gcp-lanes-${randomBytes(4).toString('hex')}`;
+    const log = createLogger({ level: 'silent', service: 'gcp-test' });
+    const kafka = new Kafka({ clientId: 'gcp-lanes', brokers: inject('kafkaBrokers'), logLevel: logLevel.NOTHING });
+    const admin = kafka.admin();
+    await admin.connect();
+    const lanes: number[] = [];
+    const p = new GroupCommitProducer({ kafka, log, timeoutMs: 10_000, lingerMs: 0, parallelTransactions: 3, onCommit: (_n, _ms, lane) => lanes.push(lane) });
+    try {
+      await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: 3, replicationFactor: 1 }] });
+      await p.connect();
+      const requests = 12;
+      for (let i = 0; i < requests; i++) await p.send(topic, [0, 1, 2].map((k) => ({ key: `k${k}`, value: `v${i}-${k}` })));
+      // Right after a commit the coordinator is still writing that lane's
+      // markers; the next request goes to another lane, the one idle longest.
+      // Unchanged, every request went to the first idle lane: lane 0.
+      expect(lanes).toEqual(Array.from({ length: requests }, (_, i) => i % 3));
+      const committed = async () => (await admin.fetchTopicOffsets(topic)).reduce((n, x) => n + Number(x.high), 0);
+      // Every record of every request, and commit markers after them.
+      await expect.poll(committed).toBeGreaterThanOrEqual(requests * 3 + requests);
+    } finally {
+      await p.close();
+      await admin.deleteTopics({ topics: [topic] }).catch(() => undefined);
+      await admin.disconnect();
+    }
+  });
+});
