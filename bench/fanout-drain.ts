@@ -35,7 +35,10 @@ export interface FanoutDrainResult {
  * its process (and so its event loop) with the intake and the API in the
  * default deployment. `services` is the stack's SERVICES: 'fanout', or every
  * service for a process restarted after downtime (the projector drains the
- * same backlog meanwhile).
+ * same backlog meanwhile). NOTE: the stack's config topics are fresh, so
+ * the tenant of the backlog is unknown to it and the fan-out decodes every
+ * event; a tenant it knows to have no destinations it would skip undecoded
+ * (services/fanout/fanout.service.ts), which this phase does not measure.
  */
 export async function benchFanoutDrain(ctx: BenchContext, opts: { events: number; rounds: number; timeoutMs: number; services: string }): Promise<FanoutDrainResult> {
   const registry = SchemaRegistry.fromManifest();

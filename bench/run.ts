@@ -439,7 +439,7 @@ function reportRest(projector: ProjectorResult, freshness: FreshnessResult[], re
 }
 
 function reportFanoutDrain(drain: FanoutDrainResult): void {
-  out('## 5. Fan-out draining a backlog (Kafka backlog of a tenant without destinations)');
+  out('## 5. Fan-out draining a backlog (Kafka backlog of a tenant the stack does not know, so every event is decoded; none selects a destination)');
   out(loadNote('fanout'));
   out(`${fmtInt(drain.rounds[0]?.events ?? 0)} events pre-loaded per round, ${drain.rounds.length} rounds (fresh topics and stack each, SERVICES=${drain.services}); done when the group has committed every partition's end`);
   out();
