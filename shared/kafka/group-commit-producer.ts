@@ -140,7 +140,9 @@ export class GroupCommitProducer {
   /** Stops taking new records, finishes what is queued, disconnects. */
   async close(): Promise<void> {
     this.#closed = true;
-    await Promise.all(this.#lanes.map((l) => l.running));
+    // A lane that finds more queued as it finishes starts a new drain: wait
+    // until none runs, not only for the drains running now.
+    while (this.#lanes.some((l) => l.running)) await Promise.all(this.#lanes.map((l) => l.running));
     await Promise.all(this.#lanes.map((l) => l.connecting?.catch(() => undefined)));
     await Promise.all(this.#lanes.map((l) => this.#reset(l)));
   }
@@ -157,27 +159,21 @@ export class GroupCommitProducer {
         if (idle && this.#queue.length > 0) idle.running = this.#drain(idle);
         await commit;
         lane.endedAt = performance.now();
-        // Right after a commit the coordinator is still writing this lane's
-        // markers (about 6 ms here): a transaction begun on it now is
-        // refused with CONCURRENT_TRANSACTIONS and retried 20 ms later, and
-        // meanwhile holds back every later record of its partitions from
-        // read_committed readers. An idle lane takes the queue instead.
-        const rested = this.#restedLane();
-        if (rested && this.#queue.length > 0) {
-          rested.running = this.#drain(rested);
-          break;
-        }
       }
     } finally {
       lane.running = undefined;
-      // Whatever queued meanwhile is taken by a running lane's loop, else by this one.
-      if (this.#queue.length > 0 && !this.#lanes.some((l) => l.running)) lane.running = this.#drain(lane);
+      if (this.#queue.length > 0) lane.running = this.#drain(lane);
     }
   }
 
   /**
-   * The idle lane whose last transaction ended longest ago (the coordinator
-   * has had the longest to finish its markers), or undefined when all run.
+   * The idle lane whose last transaction ended longest ago, or undefined
+   * when all run. Right after a commit the coordinator is still writing
+   * that lane's markers (about 6 ms here): a transaction begun on it then is
+   * refused with CONCURRENT_TRANSACTIONS and retried 20 ms later, and
+   * meanwhile holds back the later records of its partitions from
+   * read_committed readers. The first idle lane (as before) was nearly
+   * always the one that had just committed.
    */
   #restedLane(): Lane | undefined {
     let best: Lane | undefined;
