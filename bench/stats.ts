@@ -33,7 +33,6 @@ export function table(rows: string[][]): string {
   return [line(rows[0]!), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.slice(1).map(line)].join('\n');
 }
 
-/** One sample (`name{labels} value`) of a Prometheus text exposition; NaN when absent. */
 /** The cumulative buckets (upper bound in seconds → count) of a Prometheus histogram's series whose labels include `match` (e.g. 'stage="readable"'). */
 export function promBuckets(text: string, name: string, match: string): Map<number, number> {
   const out = new Map<number, number>();
@@ -59,6 +58,7 @@ export function bucketDelta(before: Map<number, number>, after: Map<number, numb
   return { n, upper, share: n > 0 ? count(within) / n : Number.NaN };
 }
 
+/** One sample (`name{labels} value`) of a Prometheus text exposition; NaN when absent. */
 export function promSample(text: string, name: string, labels = ''): number {
   const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `));
   return line ? Number(line.slice(line.lastIndexOf(' ') + 1)) : Number.NaN;
