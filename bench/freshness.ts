@@ -1,3 +1,4 @@
+import { RECORD_AGE_BUCKETS } from '../shared/metrics.ts';
 import { type BenchContext, sleep } from './context.ts';
 import { CpuMeter } from './cpu.ts';
 import { HttpClient } from './http-client.ts';
@@ -78,8 +79,8 @@ async function counters(intake: HttpClient, reads: HttpClient): Promise<ServiceC
     insertSec: promSample(read, 'clickhouse_insert_duration_seconds_sum', '{table="events"}') || 0,
     rows: promSample(read, 'projector_batch_size_sum') || 0,
     retries: promSample(text, 'kafka_produce_retries_total', '{cause="concurrent_transactions"}') || 0,
-    fetchedAge: promBuckets(read, 'projector_record_age_seconds', 'stage="fetched"'),
-    readableAge: promBuckets(read, 'projector_record_age_seconds', 'stage="readable"'),
+    fetchedAge: promBuckets(read, 'projector_record_age_seconds', { stage: 'fetched' }, RECORD_AGE_BUCKETS),
+    readableAge: promBuckets(read, 'projector_record_age_seconds', { stage: 'readable' }, RECORD_AGE_BUCKETS),
   };
 }
 

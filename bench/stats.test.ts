@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { bucketDelta, promBuckets } from './stats.ts';
 
+const BOUNDS = [0.1, 0.2, 0.5];
+
 const exposition = (counts: number[]) =>
   [
     '# HELP projector_record_age_seconds age',
@@ -12,8 +14,8 @@ const exposition = (counts: number[]) =>
 
 describe('histogram buckets between two readings', () => {
   it('reads one series, and gives the count, the bucket of a quantile and the share within a bound', () => {
-    const before = promBuckets(exposition([10, 20, 30, 30]), 'projector_record_age_seconds', 'stage="readable"');
-    const after = promBuckets(exposition([60, 110, 128, 130]), 'projector_record_age_seconds', 'stage="readable"');
+    const before = promBuckets(exposition([10, 20, 30, 30]), 'projector_record_age_seconds', { stage: 'readable' }, BOUNDS);
+    const after = promBuckets(exposition([60, 110, 128, 130]), 'projector_record_age_seconds', { stage: 'readable' }, BOUNDS);
     expect([...after]).toEqual([
       [0.1, 60],
       [0.2, 110],

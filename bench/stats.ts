@@ -1,4 +1,5 @@
 /** Small statistics and formatting helpers for the benchmark report. */
+import { metricSum } from '../test/helpers/kafka-inspect.ts';
 
 export function median(values: number[]): number {
   return quantile(values, 0.5);
@@ -33,14 +34,11 @@ export function table(rows: string[][]): string {
   return [line(rows[0]!), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.slice(1).map(line)].join('\n');
 }
 
-/** The cumulative buckets (upper bound in seconds → count) of a Prometheus histogram's series whose labels include `match` (e.g. 'stage="readable"'). */
-export function promBuckets(text: string, name: string, match: string): Map<number, number> {
+/** The cumulative buckets (upper bound in seconds → count) of the series of histogram `name` with `labels`, at the given bounds and +Inf. */
+export function promBuckets(text: string, name: string, labels: Record<string, string>, bounds: readonly number[]): Map<number, number> {
   const out = new Map<number, number>();
-  for (const line of text.split('\n')) {
-    if (!line.startsWith(`${name}_bucket{`) || !line.includes(match)) continue;
-    const le = /le="([^"]+)"/.exec(line)?.[1];
-    if (le === undefined) continue;
-    out.set(le === '+Inf' ? Number.POSITIVE_INFINITY : Number(le), Number(line.slice(line.lastIndexOf(' ') + 1)));
+  for (const le of [...bounds, Number.POSITIVE_INFINITY]) {
+    out.set(le, metricSum(text, `${name}_bucket`, { ...labels, le: le === Number.POSITIVE_INFINITY ? '+Inf' : String(le) }));
   }
   return out;
 }

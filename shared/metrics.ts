@@ -1,6 +1,9 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 /** Prometheus metrics of one process; built by the composition root, passed down. */
+/** Bucket bounds (s) of projector_record_age_seconds; the benchmark reads them by these bounds. */
+export const RECORD_AGE_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1, 2, 5, 10, 30, 60];
+
 export function createMetrics() {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
@@ -83,7 +86,7 @@ export function createMetrics() {
       name: 'projector_record_age_seconds',
       help: 'Age of the oldest player event (since its produce request) when the projector fetched its batch (stage="fetched") and when its insert made it readable (stage="readable"); one observation per fetched batch and per insert',
       labelNames: ['stage'] as const,
-      buckets: [0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1, 2, 5, 10, 30, 60],
+      buckets: RECORD_AGE_BUCKETS,
       registers: [registry],
     }),
     insertDuration: new Histogram({
