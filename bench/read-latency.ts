@@ -86,6 +86,38 @@ interface PreparedReads {
 }
 
 /**
+ * The read phases' synthetic events: `stored` events of one tenant over
+ * `videos` and 10,000 visitors (40 in a row per video and visitor), spread
+ * evenly over `spanMs` from `startMs`, with the player's mix of names.
+ * Straight into `events`, so they reach visitor_events through its view like
+ * projected rows. `from`/`count` load a slice (numbers(from, count)).
+ */
+export function loadEventsSql(tenant: string, videos: string[], stored: number, startMs: number, spanMs: number, from = 0, count = stored): string {
+  return `
+      INSERT INTO events (tenant_id, video_id, timestamp, event_id, event_name, session_id, visitor_id, current_time, duration,
+                          watched_percentage, play_ms, focus_ms, seek_from, seek_to, utm_source, source, received_at)
+      SELECT
+        toUUID('${tenant}') AS tenant_id,
+        [${videos.map((v) => `toUUID('${v}')`).join(', ')}][intDiv(number, 40) % ${videos.length} + 1] AS video_id,
+        fromUnixTimestamp64Milli(toInt64(${startMs} + intDiv(number * ${spanMs}, ${stored})), 'UTC') AS timestamp,
+        generateUUIDv4(number) AS event_id,
+        ${NAMES}[intHash32(number) % 12 + 1] AS event_name,
+        concat('ses_lt_', toString(intDiv(number, 40) % 50000)) AS session_id,
+        concat('vis_lt_', toString(intDiv(number, 40) % 10000)) AS visitor_id,
+        toFloat64(number % 600) AS current_time,
+        600. AS duration,
+        least(100., (number % 600) / 6.) AS watched_percentage,
+        if(event_name = 'heartbeat', 5000, 0) AS play_ms,
+        if(event_name = 'heartbeat', 4000 + number % 1000, 0) AS focus_ms,
+        if(event_name = 'seek', 120., NULL) AS seek_from,
+        if(event_name = 'seek', if(number % 2 = 0, 60., 180.), NULL) AS seek_to,
+        if(number % 7 = 0, 'newsletter', NULL) AS utm_source,
+        'player' AS source,
+        timestamp AS received_at
+      FROM numbers(${from}, ${count})`;
+}
+
+/**
  * Read latency over `stored` events of one tenant, loaded straight into
  * ClickHouse (INSERT … SELECT FROM numbers(), through the visitor view like
  * projected rows) across 4 videos and 10,000 visitors over 30 days. The
@@ -151,28 +183,7 @@ async function prepareReads(ctx: BenchContext, worker: StackWorker, opts: ReadOp
   const load = await worker.rpc<{ ms: number }>(
     {
       op: 'command',
-      sql: `
-      INSERT INTO events (tenant_id, video_id, timestamp, event_id, event_name, session_id, visitor_id, current_time, duration,
-                          watched_percentage, play_ms, focus_ms, seek_from, seek_to, utm_source, source, received_at)
-      SELECT
-        toUUID('${tenant}') AS tenant_id,
-        [${videos.map((v) => `toUUID('${v}')`).join(', ')}][intDiv(number, 40) % ${videos.length} + 1] AS video_id,
-        fromUnixTimestamp64Milli(toInt64(${startMs} + intDiv(number * ${spanMs}, ${opts.stored})), 'UTC') AS timestamp,
-        generateUUIDv4(number) AS event_id,
-        ${NAMES}[intHash32(number) % 12 + 1] AS event_name,
-        concat('ses_lt_', toString(intDiv(number, 40) % 50000)) AS session_id,
-        concat('vis_lt_', toString(intDiv(number, 40) % 10000)) AS visitor_id,
-        toFloat64(number % 600) AS current_time,
-        600. AS duration,
-        least(100., (number % 600) / 6.) AS watched_percentage,
-        if(event_name = 'heartbeat', 5000, 0) AS play_ms,
-        if(event_name = 'heartbeat', 4000 + number % 1000, 0) AS focus_ms,
-        if(event_name = 'seek', 120., NULL) AS seek_from,
-        if(event_name = 'seek', if(number % 2 = 0, 60., 180.), NULL) AS seek_to,
-        if(number % 7 = 0, 'newsletter', NULL) AS utm_source,
-        'player' AS source,
-        timestamp AS received_at
-      FROM numbers(${opts.stored})`,
+      sql: loadEventsSql(tenant, videos, opts.stored, startMs, spanMs),
     },
     Math.max(300_000, opts.stored / 10_000),
   );
