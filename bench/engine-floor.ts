@@ -28,14 +28,13 @@ import { eventPageQuery, visitorFactorsQuery } from '../services/api/events.repo
 import { createClickHouse, migrate } from '../shared/clickhouse/clickhouse.ts';
 import { createLogger } from '../shared/logger.ts';
 import { runBench } from './harness.ts';
-import { loadEventsSql } from './read-latency.ts';
+import { deepPageStart, loadEventsSql, READ_SPAN_MS, readVisitor, waitForMerges, type RowsOf } from './read-latency.ts';
 import { fmtInt, fmtMs, fmtRatio, quantile, table } from './stats.ts';
 
 const STORED = Number(process.env.BENCH_FLOOR_EVENTS ?? 10_000_000);
 const ROUNDS = Number(process.env.BENCH_FLOOR_ROUNDS ?? 200);
 const TENANT = '0e1f0000-0000-4000-8000-000000000001';
 const VIDEOS = [1, 2, 3, 4].map((i) => `0e1f0000-0000-4000-8000-00000000010${i}`);
-const SIGNALS = ['heartbeat', 'seek'];
 
 /** The API's p99 targets of issue 9 at 10M stored events (ms). */
 const TARGET: Record<string, number> = { firstPage: 15, deepPage: 20, score: 10 };
@@ -50,8 +49,8 @@ runBench(async () => {
   try {
     const { client: ch, describe } = await createClickHouse({ dataDir: dir });
     await migrate(ch, createLogger({ level: 'silent' }));
-    const spanMs = 30 * 24 * 3600 * 1000;
-    const startMs = Date.now() - spanMs - 60_000;
+    const rows: RowsOf = async (sql) => (await ch.query({ query: sql, format: 'JSONEachRow' })).json();
+    const startMs = Date.now() - READ_SPAN_MS - 60_000;
     out('# The embedded engine\'s own time per read (no HTTP, no IPC)');
     out(`date        ${new Date().toISOString()}`);
     out(`machine     ${os.cpus().length} × ${os.cpus()[0]?.model.split(' ').slice(0, 2).join(' ')}, load avg ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} (1/5/15 min, at start)`);
@@ -60,32 +59,17 @@ runBench(async () => {
     // In tenths, as a 10M load through the API's stack arrives in parts.
     for (let i = 0; i < 10; i++) {
       const from = Math.floor((STORED * i) / 10);
-      await ch.command({ query: loadEventsSql(TENANT, VIDEOS, STORED, startMs, spanMs, from, Math.floor((STORED * (i + 1)) / 10) - from) });
+      await ch.command({ query: loadEventsSql(TENANT, VIDEOS, STORED, startMs, READ_SPAN_MS, from, Math.floor((STORED * (i + 1)) / 10) - from) });
     }
     const loadSec = (performance.now() - t0) / 1000;
-    for (let quiet = 0, t = performance.now(); quiet < 3 && performance.now() - t < 180_000; ) {
-      const [m] = (await (await ch.query({ query: 'SELECT count() AS n FROM system.merges', format: 'JSONEachRow' })).json()) as [{ n: string }];
-      quiet = Number(m.n) === 0 ? quiet + 1 : 0;
-      await new Promise((r) => setTimeout(r, 1000));
-    }
+    await waitForMerges(rows);
     const parts = (await (
       await ch.query({ query: "SELECT table, count() AS parts FROM system.parts WHERE active AND table IN ('events', 'visitor_events') GROUP BY table", format: 'JSONEachRow' })
     ).json()) as { table: string; parts: string }[];
-    out(`data        ${fmtInt(STORED)} events (4 videos, 10,000 visitors, 30 days) loaded in ${loadSec.toFixed(1)} s; active parts: ${parts.map((p) => `${p.table} ${p.parts}`).join(', ')}`);
+    out(`data        ${fmtInt(STORED)} events (4 videos, ${fmtInt(Math.min(10_000, STORED / 40))} visitors, 30 days) loaded in ${loadSec.toFixed(1)} s; active parts: ${parts.map((p) => `${p.table} ${p.parts}`).join(', ')}`);
 
-    // The deep page starts half-way through the first video's listed events
-    // (a quarter of the events; 7 of the 12 names in the mix are listed).
-    const [mid] = (await (
-      await ch.query({
-        query: `SELECT toUnixTimestamp64Milli(timestamp) AS ts, toString(event_id) AS id FROM events
-                WHERE tenant_id = {t:UUID} AND video_id = {v:UUID} AND event_name NOT IN {s:Array(String)}
-                ORDER BY timestamp, event_id LIMIT 1 OFFSET {o:UInt64}`,
-        query_params: { t: TENANT, v: VIDEOS[0], s: SIGNALS, o: Math.floor(((STORED / 4) * (7 / 12)) / 2) },
-        format: 'JSONEachRow',
-      })
-    ).json()) as [{ ts: string; id: string }];
-    const after = { ts: Number(mid.ts), id: mid.id };
-    const visitorOf = (i: number) => `vis_lt_${(i * 7919) % 10_000}`;
+    const after = await deepPageStart(rows, TENANT, VIDEOS[0]!);
+    const visitorOf = (i: number) => readVisitor(i, STORED);
     const page = (i: number, a?: { ts: number; id: string }) =>
       eventPageQuery({ tenantId: TENANT, videoId: a ? VIDEOS[0]! : VIDEOS[i % 4]!, sinceMs: undefined, after: a }, rowsToFetch(101));
     const reads: { name: string; label: string; at: (i: number) => { query: string; query_params?: Record<string, unknown> } }[] = [

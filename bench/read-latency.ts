@@ -117,6 +117,46 @@ export function loadEventsSql(tenant: string, videos: string[], stored: number, 
       FROM numbers(${from}, ${count})`;
 }
 
+/** Runs SQL and returns its rows: the stack worker's `query`, or a client of the bench's own. */
+export type RowsOf = <T>(sql: string) => Promise<T[]>;
+
+/** The read phases' events span 30 days up to a minute before the load. */
+export const READ_SPAN_MS = 30 * 24 * 3600 * 1000;
+
+/** The visitor of request `i` over `stored` loaded events: spread over every visitor loadEventsSql made. */
+export function readVisitor(i: number, stored: number): string {
+  return `vis_lt_${(i * 7919) % Math.min(10_000, Math.floor(stored / 40))}`;
+}
+
+/**
+ * Waits until no merge has run for 3 s in a row, or 3 minutes: a load's
+ * background merges (10M events load as 10 parts) take the same 2 CPUs as
+ * the requests. Returns the seconds waited, for the report.
+ */
+export async function waitForMerges(rows: RowsOf): Promise<number> {
+  const started = performance.now();
+  for (let quiet = 0; quiet < 3 && performance.now() - started < 180_000; ) {
+    const [m] = await rows<{ n: string }>(`SELECT count() AS n FROM system.merges WHERE database = currentDatabase()`);
+    quiet = Number(m?.n ?? 0) === 0 ? quiet + 1 : 0;
+    await sleep(1000);
+  }
+  return (performance.now() - started) / 1000;
+}
+
+/** Where the deep page starts: half-way through the video's listed events. */
+export async function deepPageStart(rows: RowsOf, tenant: string, video: string): Promise<{ ts: number; id: string }> {
+  const [{ listed }] = (await rows<{ listed: string }>(
+    `SELECT count() AS listed FROM events WHERE tenant_id = '${tenant}' AND video_id = '${video}' AND event_name NOT IN ${SIGNALS}`,
+  )) as [{ listed: string }];
+  const [mid] = await rows<{ ts: string; id: string }>(
+    `SELECT toUnixTimestamp64Milli(timestamp) AS ts, toString(event_id) AS id FROM events
+     WHERE tenant_id = '${tenant}' AND video_id = '${video}' AND event_name NOT IN ${SIGNALS}
+     ORDER BY timestamp, event_id LIMIT 1 OFFSET ${Math.floor(Number(listed) / 2)}`,
+  );
+  if (!mid) throw new Error('no mid-point row for the deep page');
+  return { ts: Number(mid.ts), id: mid.id };
+}
+
 /**
  * Read latency over `stored` events of one tenant, loaded straight into
  * ClickHouse (INSERT … SELECT FROM numbers(), through the visitor view like
@@ -177,7 +217,7 @@ async function prepareReads(ctx: BenchContext, worker: StackWorker, opts: ReadOp
   const tenant = opts.tenantId;
   const videos = opts.videoIds.map((v) => parseVideoId(v)!);
   if (!UUID.test(tenant) || !videos.every((v) => UUID.test(v))) throw new Error('unexpected id format');
-  const spanMs = 30 * 24 * 3600 * 1000;
+  const spanMs = READ_SPAN_MS;
   const startMs = Date.now() - spanMs - 60_000;
   ctx.progress(`read latency: loading ${opts.stored.toLocaleString('en-US')} events into ClickHouse`);
   const load = await worker.rpc<{ ms: number }>(
@@ -193,39 +233,21 @@ async function prepareReads(ctx: BenchContext, worker: StackWorker, opts: ReadOp
         ?.parts ?? 0,
     );
   const loadedParts = await partsOf('events');
-  // The load's background merges (10M events load as 10 parts) take the same
-  // 2 CPUs as the requests: the requests start once no merge has run for 3 s
-  // in a row, or after 3 minutes, and the report says how long that took.
   ctx.progress(`read latency: waiting for the load's merges to settle (${loadedParts} parts of events)`);
-  const settleStart = performance.now();
-  for (let quiet = 0; quiet < 3 && performance.now() - settleStart < 180_000; ) {
-    const [m] = await worker.query<{ n: string }>(`SELECT count() AS n FROM system.merges WHERE database = currentDatabase()`);
-    quiet = Number(m?.n ?? 0) === 0 ? quiet + 1 : 0;
-    await sleep(1000);
-  }
-  const settleSec = (performance.now() - settleStart) / 1000;
+  const rows: RowsOf = (sql) => worker.query(sql);
+  const settleSec = await waitForMerges(rows);
   const [stats] = await worker.query<{ rows: string; parts: string }>(
     `SELECT sum(rows) AS rows, count() AS parts FROM system.parts WHERE active AND database = currentDatabase() AND table = 'events'`,
   );
   const visitorParts = await partsOf('visitor_events');
 
-  // A deep page: the position half-way through the first video's listed events.
-  const [{ listed }] = (await worker.query<{ listed: string }>(
-    `SELECT count() AS listed FROM events WHERE tenant_id = '${tenant}' AND video_id = '${videos[0]}' AND event_name NOT IN ${SIGNALS}`,
-  )) as [{ listed: string }];
-  const [mid] = await worker.query<{ ts: string; id: string }>(
-    `SELECT toUnixTimestamp64Milli(timestamp) AS ts, toString(event_id) AS id FROM events
-     WHERE tenant_id = '${tenant}' AND video_id = '${videos[0]}' AND event_name NOT IN ${SIGNALS}
-     ORDER BY timestamp, event_id LIMIT 1 OFFSET ${Math.floor(Number(listed) / 2)}`,
-  );
-  if (!mid) throw new Error('no mid-point row for the deep page');
+  const cursorAt = await deepPageStart(rows, tenant, videos[0]!);
   // Issued the way the API issues next_cursor (same codec and secret), rather
   // than by walking ~700 pages to get there.
-  const deepCursor = cursorCodec('evt', opts.cursorSecret).encode([videos[0], Number(mid.ts), mid.id]);
+  const deepCursor = cursorCodec('evt', opts.cursorSecret).encode([videos[0], cursorAt.ts, cursorAt.id]);
   const since = encodeURIComponent(new Date(startMs + spanMs * 0.75).toISOString());
 
-  const visitors = Math.min(10_000, Math.floor(opts.stored / 40));
-  const visitorOf = (i: number) => `vis_lt_${(i * 7919) % visitors}`;
+  const visitorOf = (i: number) => readVisitor(i, opts.stored);
   const client = new HttpClient(worker.ready.url, 1);
 
   // The second page through the next_cursor the API itself issued: tells a
@@ -254,7 +276,6 @@ async function prepareReads(ctx: BenchContext, worker: StackWorker, opts: ReadOp
     // without FINAL asks for 202 (room for a replay's copy of each).
     ctx.progress('read latency: each read\'s SQL straight to ClickHouse, before and now, interleaved');
     const video0 = videos[0]!;
-    const cursorAt = { ts: Number(mid.ts), id: mid.id };
     const sinceMs = Math.floor(startMs + spanMs * 0.75);
     const finalPage = (where: string) => ({
       sql: `

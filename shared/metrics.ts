@@ -1,9 +1,9 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
-/** Prometheus metrics of one process; built by the composition root, passed down. */
 /** Bucket bounds (s) of projector_record_age_seconds; the benchmark reads them by these bounds. */
 export const RECORD_AGE_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1, 2, 5, 10, 30, 60];
 
+/** Prometheus metrics of one process; built by the composition root, passed down. */
 export function createMetrics() {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });

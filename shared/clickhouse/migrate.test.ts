@@ -7,6 +7,8 @@ import { createLogger } from '../logger.ts';
 import { createClickHouse, migrate, type ClickHouseClient } from './clickhouse.ts';
 
 const ALL = resolve(import.meta.dirname, '../../infra/clickhouse');
+/** The migration files, in order. */
+const FILES = readdirSync(ALL).filter((f) => /^\d{3}_.*\.sql$/.test(f)).sort();
 const log = createLogger({ level: 'silent' });
 
 /** 5,000 events of 7 visitors with fixed ids: run twice, the second run is a replay. */
@@ -42,15 +44,14 @@ describe('migrate (embedded ClickHouse)', () => {
     // The database as a deployment before 007 left it, with events in it.
     const before = join(dir, 'before-007');
     mkdirSync(before);
-    const files = readdirSync(ALL).filter((f) => /^\d{3}_.*\.sql$/.test(f));
-    for (const f of files.filter((f) => f < '007')) copyFileSync(join(ALL, f), join(before, f));
+    for (const f of FILES.filter((f) => f < '007')) copyFileSync(join(ALL, f), join(before, f));
     expect(await migrate(ch, log, before)).toBe(6);
     await ch.command({ query: INSERT_EVENTS });
     expect(await showCreate('visitor_events')).not.toContain('min_compress_block_size');
     const scoresBefore = await Promise.all(['vis_0', 'vis_3', 'vis_6'].map(factors));
     expect(scoresBefore.map((rows) => rows.length)).toEqual([1, 1, 1]);
 
-    expect(await migrate(ch, log)).toBe(files.length - 6);
+    expect(await migrate(ch, log)).toBe(FILES.length - 6);
     expect(await showCreate('visitor_events')).toContain('min_compress_block_size = 1');
     expect(await showCreate('visitor_events')).toContain('index_granularity = 1024');
     expect(await Promise.all(['vis_0', 'vis_3', 'vis_6'].map(factors))).toEqual(scoresBefore);
@@ -66,6 +67,6 @@ describe('migrate (embedded ClickHouse)', () => {
     expect(await migrate(ch, log)).toBe(0);
     const rs = await ch.query({ query: 'SELECT version FROM schema_migrations FINAL ORDER BY version', format: 'JSONEachRow' });
     const versions = (await rs.json<{ version: number }>()).map((r) => Number(r.version));
-    expect(versions).toEqual(readdirSync(ALL).filter((f) => /^\d{3}_.*\.sql$/.test(f)).map((f) => Number(f.slice(0, 3))).sort((a, b) => a - b));
+    expect(versions).toEqual(FILES.map((f) => Number(f.slice(0, 3))));
   });
 });
