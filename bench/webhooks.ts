@@ -387,6 +387,9 @@ async function main(): Promise<void> {
       ADMIN_TOKEN: adminToken,
       SERVICES: 'ingest,fanout,admin',
       RATE_LIMIT_PER_MINUTE: '100000000',
+      // Every client is on loopback with one player key: the intake's own limits are off.
+      PLAYER_KEY_EVENTS_PER_MINUTE: '0',
+      CLIENT_ADDRESS_REQUESTS_PER_MINUTE: '0',
       LOG_LEVEL: 'warn',
       WEBHOOK_TIMEOUT_MS: String(PLAN.webhookTimeoutMs),
       WEBHOOK_CA_FILE: rx.caFile,

@@ -457,7 +457,7 @@ describe('recordDecoder with the player-event fast path', () => {
 
   it('leaves bytes that are not a player event to the same refusals', () => {
     const good = registry.encode('player-event', example);
-    const tenant = registry.encode('tenant', { id: example.tenant_id, name: 'Acme', player_key: 'pk_abc', created_at: 1 });
+    const tenant = registry.encode('tenant', { id: example.tenant_id, name: 'Acme', player_key: 'pk_abc', created_at: 1, allowed_origins: [], previous_player_key: null, previous_player_key_expires_at: null, suspended_at: null });
     for (const bytes of [null, Buffer.alloc(0), Buffer.from([1, 0, 0, 0, 3]), Buffer.from([0, 0, 0, 0, 99, 1]), tenant, good.subarray(0, good.length - 3), Buffer.concat([good, Buffer.from([7])])]) {
       const d = expectSameDecoding(bytes, show(bytes));
       expect(d.fast).toBe(false);

@@ -23,7 +23,20 @@ const playerEvent: PlayerEventRecord = PLAYER_EVENT;
 
 const fixtures: [Subject, { parse(v: unknown): unknown }, object][] = [
   ['player-event', PlayerEventRecord, playerEvent],
-  ['tenant', TenantRecord, { id: playerEvent.tenant_id, name: 'Acme', player_key: 'pk_abc123', created_at: 1 }],
+  [
+    'tenant',
+    TenantRecord,
+    {
+      id: playerEvent.tenant_id,
+      name: 'Acme',
+      player_key: 'pk_abc123',
+      created_at: 1,
+      allowed_origins: ['https://shop.example.com'],
+      previous_player_key: 'pk_old1',
+      previous_player_key_expires_at: 9,
+      suspended_at: 8,
+    },
+  ],
   [
     'api-key',
     ApiKeyRecord,
@@ -141,6 +154,16 @@ describe('schemas', () => {
     const broken = { ...playerEvent, event_id_from_client: 'yes' };
     expect(PlayerEventRecord.safeParse(broken).success).toBe(false);
     expect(() => registry.encode('player-event', broken)).toThrow();
+  });
+
+  it('reads a tenant written by the v1 writer as one with no allowed origins, no previous key and not suspended', () => {
+    const v1 = avsc('tenant.v1.avsc');
+    const oldShape = { id: playerEvent.tenant_id, name: 'Acme', player_key: 'pk_abc123', created_at: 1 };
+    const wire = Buffer.concat([Buffer.from([0, 0, 0, 0, 10]), v1.toBuffer(oldShape)]); // magic 0, schema id 10 (v1)
+    const read = registry.decode<TenantRecord>('tenant', wire);
+    expect(read).toEqual({ ...oldShape, allowed_origins: [], previous_player_key: null, previous_player_key_expires_at: null, suspended_at: null });
+    expect(TenantRecord.parse(read)).toEqual(read);
+    expect(registry.writerId('tenant')).toBe(11);
   });
 
   it('encodeAll writes each record as encode does, into views of one buffer, growing past its scratch space', () => {

@@ -45,6 +45,13 @@ export const TenantRecord = z.object({
   name: z.string().min(1),
   player_key: z.string().regex(/^pk_[A-Za-z0-9]+$/),
   created_at: millis,
+  /** Origins a browser may send the player key from (scheme://host[:port]); empty: any. */
+  allowed_origins: z.array(z.string()),
+  /** The key before the last rotation, accepted until `previous_player_key_expires_at`. */
+  previous_player_key: z.string().regex(/^pk_[A-Za-z0-9]+$/).nullable(),
+  previous_player_key_expires_at: millis.nullable(),
+  /** Set while the tenant is suspended: its player key and API keys are refused. */
+  suspended_at: millis.nullable(),
 });
 export type TenantRecord = z.infer<typeof TenantRecord>;
 

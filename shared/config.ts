@@ -75,6 +75,10 @@ export const ConfigSchema = z.object({
     .pipe(z.array(z.enum(SERVICE_NAMES)).min(1)),
   CURSOR_SECRET: optionalString.pipe(z.string().min(16, 'must be at least 16 characters').optional()),
   RATE_LIMIT_PER_MINUTE: intFrom(1000, 1),
+  /** Events a minute one player key may send to /v1/collect, per process; 0: no limit. */
+  PLAYER_KEY_EVENTS_PER_MINUTE: intFrom(120_000),
+  /** Requests a minute one client address may send to /v1/collect, per process; 0: no limit. */
+  CLIENT_ADDRESS_REQUESTS_PER_MINUTE: intFrom(600),
   COLLECT_MAX_BODY_BYTES: intFrom(1024 * 1024, 1024),
   INGEST_LINGER_MS: intFrom(2),
   INGEST_PRODUCE_TIMEOUT_MS: intFrom(5000, 100),

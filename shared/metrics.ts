@@ -3,6 +3,10 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 /** Bucket bounds (s) of projector_record_age_seconds; the benchmark reads them by these bounds. */
 export const RECORD_AGE_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1, 2, 5, 10, 30, 60];
 
+/** The guards of the player intake, as labels of intake_refused_total. */
+export const INTAKE_LIMITS = ['player_key_rate', 'client_address_rate', 'origin', 'suspended', 'retired_player_key'] as const;
+export type IntakeLimit = (typeof INTAKE_LIMITS)[number];
+
 /** Prometheus metrics of one process; built by the composition root, passed down. */
 export function createMetrics() {
   const registry = new Registry();
@@ -32,6 +36,12 @@ export function createMetrics() {
       name: 'ingest_requests_rejected_total',
       help: 'Intake requests refused, by reason',
       labelNames: ['reason'] as const,
+      registers: [registry],
+    }),
+    intakeRefused: new Counter({
+      name: 'intake_refused_total',
+      help: 'Intake requests refused by a player-key guard: player_key_rate, client_address_rate, origin, suspended or retired_player_key',
+      labelNames: ['limit'] as const,
       registers: [registry],
     }),
     produceDuration: new Histogram({
@@ -120,6 +130,8 @@ export function createMetrics() {
       registers: [registry],
     }),
   };
+  // Every guard's series from the start, so a dashboard sees 0 rather than nothing.
+  for (const limit of INTAKE_LIMITS) m.intakeRefused.inc({ limit }, 0);
   return m;
 }
 

@@ -75,6 +75,11 @@ describe('read API, management API and intakes', () => {
         name: 'Acme',
         player_key: expect.stringMatching(/^pk_[A-Za-z0-9]{32}$/),
         created_at: expect.stringMatching(ISO_MS),
+        allowed_origins: [],
+        previous_player_key: null,
+        previous_player_key_expires_at: null,
+        suspended_at: null,
+        limits: { player_key_events_per_minute: 0, client_address_requests_per_minute: 0 },
       });
       expect(Date.parse(res.body.created_at)).toBeGreaterThanOrEqual(before);
       expect(Date.parse(res.body.created_at)).toBeLessThanOrEqual(Date.now());

@@ -7,7 +7,31 @@ import { DELIVERY_STATUSES } from './delivery-status.ts';
  * inferred from these (services/dashboard/web/types.ts).
  */
 
-export const Tenant = z.object({ id: z.uuid(), name: z.string(), player_key: z.string(), created_at: z.string() }).meta({ id: 'Tenant' });
+export const Tenant = z
+  .object({
+    id: z.uuid(),
+    name: z.string(),
+    player_key: z.string(),
+    created_at: z.string(),
+    allowed_origins: z.array(z.string()).meta({ description: 'Origins a browser may send the player key from; empty: any' }),
+    previous_player_key: z.string().nullable().meta({ description: 'The key before the last rotation, while it still works' }),
+    previous_player_key_expires_at: z.string().nullable().meta({ description: 'When the previous key stops working' }),
+    suspended_at: z.string().nullable().meta({ description: 'Set while the tenant is suspended: its player key and API keys are refused' }),
+    limits: z
+      .object({
+        player_key_events_per_minute: z.number().int().meta({ description: 'PLAYER_KEY_EVENTS_PER_MINUTE, per intake process; 0: no limit' }),
+        client_address_requests_per_minute: z.number().int().meta({ description: 'CLIENT_ADDRESS_REQUESTS_PER_MINUTE, per intake process; 0: no limit' }),
+      })
+      .meta({ description: "The player intake's limits as this process is configured" }),
+  })
+  .meta({ id: 'Tenant' });
+
+/** The longest overlap a rotated player key may keep working for. */
+export const MAX_PLAYER_KEY_OVERLAP_S = 30 * 24 * 3600;
+/** A rotated player key keeps working this long unless the rotation says otherwise. */
+export const DEFAULT_PLAYER_KEY_OVERLAP_S = 24 * 3600;
+/** Origins one tenant may allow. */
+export const MAX_ALLOWED_ORIGINS = 100;
 
 export const ApiKeyCreated = z
   .object({ id: z.uuid(), name: z.string(), key: z.string().meta({ description: 'Shown only in this response' }), prefix: z.string(), created_at: z.string() })

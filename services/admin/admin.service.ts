@@ -15,6 +15,8 @@ export interface AdminDeps {
   webhooks: WebhookAdminOptions;
   analytics: AnalyticsRepository;
   now?: () => number;
+  /** Shown with each tenant (PLAYER_KEY_EVENTS_PER_MINUTE, CLIENT_ADDRESS_REQUESTS_PER_MINUTE). */
+  intakeLimits: ManagementRoutesOptions['intakeLimits'];
 }
 
 /** Failed admin tokens (here and at the dashboard's sign-in together) a client may send in a window. */
@@ -27,7 +29,14 @@ export const ADMIN_AUTH_FAILURES = { max: 20, windowMs: 60_000 };
  */
 export function startAdmin(deps: AdminDeps): { stop(): Promise<void>; routes: ManagementRoutesOptions; failures: FailedAttemptLimit } {
   const failures = failedAttemptLimit(deps.app, { name: 'admin-auth', ...ADMIN_AUTH_FAILURES });
-  const routes: ManagementRoutesOptions = { store: deps.store, writer: deps.writer, webhooks: deps.webhooks, analytics: deps.analytics, now: deps.now };
+  const routes: ManagementRoutesOptions = {
+    store: deps.store,
+    writer: deps.writer,
+    webhooks: deps.webhooks,
+    analytics: deps.analytics,
+    now: deps.now,
+    intakeLimits: deps.intakeLimits,
+  };
   void deps.app.register(adminTokenPlugin, { prefix: '/admin/v1', adminToken: deps.adminToken, failures, routes });
   return { async stop() {}, routes, failures };
 }

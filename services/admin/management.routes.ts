@@ -8,7 +8,8 @@ import { ApiError } from '../../shared/http/errors.ts';
 import { hashApiKey, keyPrefix, newApiKey, newId, newPlayerKey, parseVideoId, toVideoId } from '../../shared/ids.ts';
 import type { AnalyticsRepository } from '../api/analytics.repository.ts';
 import { analyticsRoutes } from '../api/analytics.routes.ts';
-import { AdminVideo, ApiKey, ApiKeyCreated, Tenant, list } from './admin.schema.ts';
+import { normaliseOrigin } from '../ingest/player-access.ts';
+import { AdminVideo, ApiKey, ApiKeyCreated, DEFAULT_PLAYER_KEY_OVERLAP_S, MAX_ALLOWED_ORIGINS, MAX_PLAYER_KEY_OVERLAP_S, Tenant, list } from './admin.schema.ts';
 import { tenantOr404 } from './lookups.ts';
 import { webhookAdminRoutes, type WebhookAdminOptions } from './webhooks.routes.ts';
 
@@ -19,6 +20,8 @@ export interface ManagementRoutesOptions {
   webhooks: WebhookAdminOptions;
   analytics: AnalyticsRepository;
   now?: () => number;
+  /** The player intake's limits (PLAYER_KEY_EVENTS_PER_MINUTE, CLIENT_ADDRESS_REQUESTS_PER_MINUTE), shown with each tenant. */
+  intakeLimits: { playerKeyEventsPerMinute: number; clientAddressRequestsPerMinute: number };
 }
 
 const errors = { 401: Problem, 404: Problem, 422: Problem, 429: Problem };
@@ -37,7 +40,29 @@ const route = (summary: string) => ({ tags: ['management'], summary, security: [
 export async function managementRoutes(root: FastifyInstance, deps: ManagementRoutesOptions): Promise<void> {
   const app = root.withTypeProvider<ZodTypeProvider>();
   const now = deps.now ?? Date.now;
-  const tenantView = (t: TenantRecord) => ({ id: t.id, name: t.name, player_key: t.player_key, created_at: isoTime(t.created_at) });
+  const limits = {
+    player_key_events_per_minute: deps.intakeLimits.playerKeyEventsPerMinute,
+    client_address_requests_per_minute: deps.intakeLimits.clientAddressRequestsPerMinute,
+  };
+  const tenantView = (t: TenantRecord) => {
+    // A previous key past its overlap is refused, so it is no longer shown.
+    const previous = t.previous_player_key !== null && t.previous_player_key_expires_at !== null && now() < t.previous_player_key_expires_at;
+    return {
+      id: t.id,
+      name: t.name,
+      player_key: t.player_key,
+      created_at: isoTime(t.created_at),
+      allowed_origins: t.allowed_origins,
+      previous_player_key: previous ? t.previous_player_key : null,
+      previous_player_key_expires_at: previous ? isoTime(t.previous_player_key_expires_at!) : null,
+      suspended_at: isoTimeOrNull(t.suspended_at),
+      limits,
+    };
+  };
+  const putTenant = async (t: TenantRecord) => {
+    await deps.writer.put('tenants', t.id, t);
+    return tenantView(t);
+  };
   const keyView = (k: ApiKeyRecord) => ({
     id: k.id,
     name: k.name,
@@ -52,7 +77,16 @@ export async function managementRoutes(root: FastifyInstance, deps: ManagementRo
     '/tenants',
     { schema: { ...route('Create a tenant'), body: z.object({ name: DisplayName }), response: { 201: Tenant, ...errors } } },
     async (req, reply) => {
-      const tenant: TenantRecord = { id: newId(), name: req.body.name, player_key: newPlayerKey(), created_at: now() };
+      const tenant: TenantRecord = {
+        id: newId(),
+        name: req.body.name,
+        player_key: newPlayerKey(),
+        created_at: now(),
+        allowed_origins: [],
+        previous_player_key: null,
+        previous_player_key_expires_at: null,
+        suspended_at: null,
+      };
       await deps.writer.put('tenants', tenant.id, tenant);
       return reply.code(201).send(tenantView(tenant));
     },
@@ -71,6 +105,85 @@ export async function managementRoutes(root: FastifyInstance, deps: ManagementRo
     '/tenants/:tenant_id',
     { schema: { ...route('Get a tenant'), params: TenantParams, response: { 200: Tenant, ...errors } } },
     async (req) => tenantView(tenantOr404(deps.store, req.params.tenant_id)),
+  );
+
+  app.post(
+    '/tenants/:tenant_id/player-key/rotate',
+    {
+      schema: {
+        ...route('Rotate the player key'),
+        description:
+          'Issues a new player key. The previous key keeps working for `overlap_seconds` (default 24 h; 0 retires it at once), then is refused 401. A rotation during an overlap retires the key before the previous one at once.',
+        params: TenantParams,
+        body: z
+          .object({
+            overlap_seconds: z
+              .number()
+              .int()
+              .min(0)
+              .max(MAX_PLAYER_KEY_OVERLAP_S)
+              .optional()
+              .meta({ description: `How long the previous key keeps working (default ${DEFAULT_PLAYER_KEY_OVERLAP_S} s)` }),
+          })
+          .nullish(),
+        response: { 200: Tenant, ...errors },
+      },
+    },
+    async (req) => {
+      const tenant = tenantOr404(deps.store, req.params.tenant_id);
+      const overlapMs = (req.body?.overlap_seconds ?? DEFAULT_PLAYER_KEY_OVERLAP_S) * 1000;
+      return putTenant({ ...tenant, player_key: newPlayerKey(), previous_player_key: tenant.player_key, previous_player_key_expires_at: now() + overlapMs });
+    },
+  );
+
+  app.post(
+    '/tenants/:tenant_id/suspend',
+    {
+      schema: {
+        ...route('Suspend a tenant'),
+        description: "Refuses the tenant's player key and API keys (403 tenant_suspended) on intake and reads until it is resumed. Its data and settings stay.",
+        params: TenantParams,
+        response: { 200: Tenant, ...errors },
+      },
+    },
+    async (req) => {
+      const tenant = tenantOr404(deps.store, req.params.tenant_id);
+      return tenant.suspended_at !== null ? tenantView(tenant) : putTenant({ ...tenant, suspended_at: now() });
+    },
+  );
+
+  app.post(
+    '/tenants/:tenant_id/resume',
+    { schema: { ...route('Resume a suspended tenant'), params: TenantParams, response: { 200: Tenant, ...errors } } },
+    async (req) => {
+      const tenant = tenantOr404(deps.store, req.params.tenant_id);
+      return tenant.suspended_at === null ? tenantView(tenant) : putTenant({ ...tenant, suspended_at: null });
+    },
+  );
+
+  app.put(
+    '/tenants/:tenant_id/allowed-origins',
+    {
+      schema: {
+        ...route('Set the origins a browser may send the player key from'),
+        description:
+          'A browser request to /v1/collect whose Origin is not on the list is refused 403 origin_not_allowed; an empty list allows any. Requests without Origin (scripts, servers) are not affected: the list keeps other sites from embedding the key, it does not keep scripts from using it.',
+        params: TenantParams,
+        body: z.object({
+          allowed_origins: z
+            .array(
+              z.string().max(300).refine((o) => normaliseOrigin(o) !== undefined, 'must be an origin: http(s)://host[:port], without a path'),
+            )
+            .max(MAX_ALLOWED_ORIGINS),
+        }),
+        response: { 200: Tenant, ...errors },
+      },
+    },
+    async (req) => {
+      const tenant = tenantOr404(deps.store, req.params.tenant_id);
+      const origins = [...new Set(req.body.allowed_origins.map((o) => normaliseOrigin(o)!))];
+      return putTenant({ ...tenant, allowed_origins: origins });
+    },
   );
 
   app.post(

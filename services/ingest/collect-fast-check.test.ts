@@ -512,7 +512,8 @@ describe('POST /v1/collect with the fast path', () => {
     app.addHook('preHandler', async (req) => {
       seen = req.body;
     });
-    const store = { tenantByPlayerKey: (key: string) => (key === 'pk_test' ? { id: TENANT } : undefined), videos: new Map(VIDEOS.map((v) => [v.id, v])) };
+    const tenant = { id: TENANT, player_key: 'pk_test', allowed_origins: [], previous_player_key: null, previous_player_key_expires_at: null, suspended_at: null };
+    const store = { tenantByPlayerKey: (key: string) => (key === 'pk_test' ? tenant : undefined), videos: new Map(VIDEOS.map((v) => [v.id, v])) };
     const writer = {
       refuseIfOverloaded: () => {},
       overloaded: (why: string) => new ApiError('unavailable', why),
@@ -524,6 +525,7 @@ describe('POST /v1/collect with the fast path', () => {
       apiKeyAuth: async () => {},
       now: () => RECEIVED,
       maxInFlight: 10,
+      limits: { playerKeyEventsPerMinute: 0, clientAddressRequestsPerMinute: 0 },
     });
   });
   afterAll(async () => app?.close());

@@ -19,6 +19,8 @@ export interface IngestDeps {
   now?: () => number;
   /** Intake requests read, validated or committed at once; more are answered 503 (default 256). */
   maxInFlight?: number;
+  /** PLAYER_KEY_EVENTS_PER_MINUTE and CLIENT_ADDRESS_REQUESTS_PER_MINUTE (per process; 0: no limit). */
+  limits: { playerKeyEventsPerMinute: number; clientAddressRequestsPerMinute: number };
 }
 
 /**
@@ -29,7 +31,15 @@ export interface IngestDeps {
  */
 export function startIngest(deps: IngestDeps): { stop(): Promise<void> } {
   const writer = new PlayerEventsWriter({ registry: deps.registry, producer: deps.producer, topic: deps.topic, metrics: deps.metrics });
-  void deps.app.register(intakePlugin, { store: deps.store, writer, apiKeyAuth: deps.apiKeyAuth, now: deps.now ?? Date.now, maxInFlight: deps.maxInFlight ?? 256 });
+  void deps.app.register(intakePlugin, {
+    store: deps.store,
+    writer,
+    apiKeyAuth: deps.apiKeyAuth,
+    now: deps.now ?? Date.now,
+    maxInFlight: deps.maxInFlight ?? 256,
+    limits: deps.limits,
+    onRefused: (limit) => deps.metrics.intakeRefused.inc({ limit }),
+  });
   return {
     async stop() {
       writer.close();

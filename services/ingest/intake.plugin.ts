@@ -7,6 +7,9 @@ import { isPlainlyValidCollectBody } from './collect-fast-check.ts';
 import { Accepted, CollectBody, CollectQuery, ConversionAccepted, ConversionBody } from './collect.schema.ts';
 import { collectRecords, conversionRecord, type RecordContext } from './event-record.ts';
 import type { PlayerEventsWriter } from './player-events.writer.ts';
+import type { IntakeLimit } from '../../shared/metrics.ts';
+import { WindowCounter, retryAfterSeconds } from './intake-limits.ts';
+import { playerAccess } from './player-access.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -23,6 +26,15 @@ export interface IntakePluginOptions {
   now: () => number;
   /** Intake requests this process reads, validates or commits at once (INGEST_MAX_IN_FLIGHT_REQUESTS). */
   maxInFlight: number;
+  /** The player intake's own limits, per process; 0: no limit. */
+  limits: {
+    /** PLAYER_KEY_EVENTS_PER_MINUTE */
+    playerKeyEventsPerMinute: number;
+    /** CLIENT_ADDRESS_REQUESTS_PER_MINUTE */
+    clientAddressRequestsPerMinute: number;
+  };
+  /** Called once per request a player-key guard refuses (intake_refused_total). */
+  onRefused?: (limit: IntakeLimit) => void;
 }
 
 /**
@@ -54,16 +66,40 @@ export async function intakePlugin(app: FastifyInstance, opts: IntakePluginOptio
   await app.register(conversionIntake, opts);
 }
 
-/** X-Player-Key (or ?key= for sendBeacon) → the tenant; 401 when missing or unknown. */
-export function playerKeyAuth(store: Pick<ConfigStore, 'tenantByPlayerKey'>) {
+/**
+ * X-Player-Key (or ?key= for sendBeacon) → the tenant. 401 when missing,
+ * unknown, or a previous key past its overlap; 403 when the tenant is
+ * suspended or the browser's Origin is not on the tenant's allow-list.
+ */
+export function playerKeyAuth(deps: { store: Pick<ConfigStore, 'tenantByPlayerKey'>; now: () => number; onRefused?: (limit: IntakeLimit) => void }) {
   return async function authenticatePlayer(req: FastifyRequest): Promise<void> {
     const header = req.headers['x-player-key'];
     const fromQuery = (req.query as { key?: unknown } | undefined)?.key;
     const key = typeof header === 'string' ? header : typeof fromQuery === 'string' ? fromQuery : undefined;
     if (!key) throw new ApiError('unauthorized', 'send the player key in X-Player-Key (or ?key= for sendBeacon)');
-    const tenant = store.tenantByPlayerKey(key);
-    if (!tenant) throw new ApiError('unauthorized', 'unknown player key');
-    req.playerTenantId = tenant.id;
+    const origin = typeof req.headers.origin === 'string' ? req.headers.origin : undefined;
+    const access = playerAccess(deps.store.tenantByPlayerKey(key), key, origin, deps.now());
+    if (access.ok) {
+      req.playerTenantId = access.tenant.id;
+      return;
+    }
+    switch (access.refusal) {
+      case 'unknown_player_key':
+        throw new ApiError('unauthorized', 'unknown player key');
+      case 'retired_player_key':
+        deps.onRefused?.('retired_player_key');
+        throw new ApiError('unauthorized', 'this player key was replaced and its overlap has ended; use the current player key');
+      case 'suspended':
+        deps.onRefused?.('suspended');
+        throw new ApiError('tenant_suspended', 'the tenant of this player key is suspended');
+      case 'origin':
+        deps.onRefused?.('origin');
+        throw new ApiError('origin_not_allowed', 'this page\'s origin is not on the allowed origins of this player key');
+      default: {
+        const unreachable: never = access.refusal;
+        throw new Error(`unexpected refusal ${String(unreachable)}`);
+      }
+    }
   };
 }
 
@@ -90,7 +126,31 @@ export const collectValidatorCompiler: FastifySchemaCompiler<unknown> = (routeSc
 async function playerIntake(root: FastifyInstance, opts: IntakePluginOptions): Promise<void> {
   const app = root.withTypeProvider<ZodTypeProvider>();
   app.decorateRequest('playerTenantId', null);
-  app.addHook('preValidation', playerKeyAuth(opts.store));
+  const byAddress = new WindowCounter({ max: opts.limits.clientAddressRequestsPerMinute });
+  const byKey = new WindowCounter({ max: opts.limits.playerKeyEventsPerMinute });
+  // Per address first, before the body is read: a flood from one address
+  // costs a header parse per request. req.ip follows TRUST_PROXY.
+  app.addHook('onRequest', async (req) => {
+    const took = byAddress.take(req.ip, 1, opts.now());
+    if (took.ok) return;
+    opts.onRefused?.('client_address_rate');
+    throw new ApiError('rate_limited', `more than ${byAddress.max} requests this minute from this client address`, {
+      headers: { 'Retry-After': retryAfterSeconds(took.retryAfterMs) },
+    });
+  });
+  app.addHook('preValidation', playerKeyAuth({ store: opts.store, now: opts.now, onRefused: opts.onRefused }));
+  // Per player key in events, once the body is valid: events, not requests,
+  // are what each webhook destination multiplies. Keyed by tenant, so a
+  // rotated key's overlap shares one budget with the new key.
+  app.addHook('preHandler', async (req) => {
+    const events = (req.body as { events: unknown[] }).events.length;
+    const took = byKey.take(req.playerTenantId!, events, opts.now());
+    if (took.ok) return;
+    opts.onRefused?.('player_key_rate');
+    throw new ApiError('rate_limited', `more than ${byKey.max} events this minute for this player key`, {
+      headers: { 'Retry-After': retryAfterSeconds(took.retryAfterMs) },
+    });
+  });
   app.post(
     '/v1/collect',
     {
@@ -98,11 +158,11 @@ async function playerIntake(root: FastifyInstance, opts: IntakePluginOptions): P
         tags: ['intake'],
         summary: 'Player event intake',
         description:
-          'Takes 1–500 player events. Answers 202 once Kafka acknowledged all of them, 503 (nothing accepted) when it cannot, or at once with Retry-After: 1 while the intake sheds load. Accepts application/json, or text/plain with ?key= for navigator.sendBeacon. Events that carry their own event_id are idempotent: resend the same request after a 503, a 5xx or a timeout and each event is still recorded once.',
+          'Takes 1–500 player events. Answers 429 with Retry-After over the per-player-key events limit (PLAYER_KEY_EVENTS_PER_MINUTE) or the per-client-address requests limit (CLIENT_ADDRESS_REQUESTS_PER_MINUTE); 403 when the tenant is suspended or a browser\'s Origin is not on the tenant\'s allowed origins; 401 for a previous player key once its rotation overlap has ended. Answers 202 once Kafka acknowledged all of them, 503 (nothing accepted) when it cannot, or at once with Retry-After: 1 while the intake sheds load. Accepts application/json, or text/plain with ?key= for navigator.sendBeacon. Events that carry their own event_id are idempotent: resend the same request after a 503, a 5xx or a timeout and each event is still recorded once.',
         security: [{ playerKey: [] }],
         querystring: CollectQuery,
         body: CollectBody,
-        response: { 202: Accepted, 401: Problem, 403: Problem, 413: Problem, 422: Problem, 503: Problem },
+        response: { 202: Accepted, 401: Problem, 403: Problem, 413: Problem, 422: Problem, 429: Problem, 503: Problem },
       },
       // NOTE: schema.body stays CollectBody: it types req.body and documents
       // the route in the OpenAPI document; this compiler only validates.

@@ -24,7 +24,14 @@ const VERSION = '0.1.0';
 /** The settings the HTTP services read. */
 export type HttpConfig = Pick<
   Config,
-  'SERVICES' | 'COLLECT_MAX_BODY_BYTES' | 'TRUST_PROXY' | 'RATE_LIMIT_PER_MINUTE' | 'MAX_DESTINATIONS_PER_TENANT' | 'INGEST_MAX_IN_FLIGHT_REQUESTS'
+  | 'SERVICES'
+  | 'COLLECT_MAX_BODY_BYTES'
+  | 'TRUST_PROXY'
+  | 'RATE_LIMIT_PER_MINUTE'
+  | 'MAX_DESTINATIONS_PER_TENANT'
+  | 'INGEST_MAX_IN_FLIGHT_REQUESTS'
+  | 'PLAYER_KEY_EVENTS_PER_MINUTE'
+  | 'CLIENT_ADDRESS_REQUESTS_PER_MINUTE'
 >;
 
 /** The one Fastify app of a process, as the configuration sets it up; no routes of the services yet. */
@@ -67,9 +74,11 @@ export async function mountHttpServices(app: App, deps: HttpServicesDeps): Promi
   const { store, writer, registry, log, metrics } = deps;
   const auth = apiKeyAuth({ store, writer, log });
   const mounted: Stoppable[] = [];
+  const limits = { playerKeyEventsPerMinute: deps.config.PLAYER_KEY_EVENTS_PER_MINUTE, clientAddressRequestsPerMinute: deps.config.CLIENT_ADDRESS_REQUESTS_PER_MINUTE };
   if (services.has('ingest')) {
     const producer = required(deps.ingestProducer, 'ingestProducer', 'ingest');
-    mounted.push({ name: 'ingest', ...startIngest({ app, store, registry, producer, metrics, apiKeyAuth: auth, topic: deps.topics.playerEvents, maxInFlight: deps.config.INGEST_MAX_IN_FLIGHT_REQUESTS }) });
+    const ingest = startIngest({ app, store, registry, producer, metrics, apiKeyAuth: auth, topic: deps.topics.playerEvents, maxInFlight: deps.config.INGEST_MAX_IN_FLIGHT_REQUESTS, limits });
+    mounted.push({ name: 'ingest', ...ingest });
   }
   if (services.has('api')) {
     const ch = required(deps.clickhouse, 'clickhouse', 'api');
@@ -93,6 +102,7 @@ export async function mountHttpServices(app: App, deps: HttpServicesDeps): Promi
         maxDestinationsPerTenant: deps.config.MAX_DESTINATIONS_PER_TENANT,
       },
       analytics: new AnalyticsRepository(ch),
+      intakeLimits: limits,
     });
     mounted.push({ name: 'admin', stop: admin.stop });
     mounted.push({ name: 'dashboard', ...(await startDashboard({ app, adminToken: deps.secrets.adminToken, log, admin })) });

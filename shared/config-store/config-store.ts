@@ -21,6 +21,9 @@ const SUBJECT_OF: Record<ConfigKind, Subject> = {
   destinations: 'destination',
 };
 
+/** The keys a tenant's player key lookup answers for: its current key and, after a rotation, the previous one. */
+const playerKeysOf = (t: TenantRecord): string[] => (t.previous_player_key ? [t.player_key, t.previous_player_key] : [t.player_key]);
+
 /**
  * The configuration (tenants, API keys, videos, key usage) materialised in
  * memory from the compacted config topics, the way Kafka Connect keeps its
@@ -107,6 +110,12 @@ export class ConfigStore {
     return new Promise((resolve) => this.#waiters.add({ kind, offset, resolve }));
   }
 
+  /**
+   * The tenant of a current or previous player key. NOTE: a previous key
+   * stays indexed after its overlap ends (until the next rotation), so the
+   * intake can tell a retired key from an unknown one; the caller decides
+   * whether it still holds (services/ingest/player-access.ts).
+   */
   tenantByPlayerKey(key: string): TenantRecord | undefined {
     return this.#tenantByPlayerKey.get(key);
   }
@@ -149,11 +158,11 @@ export class ConfigStore {
       switch (kind) {
         case 'tenants': {
           const old = this.tenants.get(id);
-          if (old) this.#tenantByPlayerKey.delete(old.player_key);
+          if (old) for (const key of playerKeysOf(old)) this.#tenantByPlayerKey.delete(key);
           if (value) {
             const t = value as TenantRecord;
             this.tenants.set(id, t);
-            this.#tenantByPlayerKey.set(t.player_key, t);
+            for (const key of playerKeysOf(t)) this.#tenantByPlayerKey.set(key, t);
           } else this.tenants.delete(id);
           break;
         }

@@ -20,7 +20,8 @@ declare module 'fastify' {
 const USAGE_INTERVAL_MS = 60_000;
 
 /**
- * Bearer API key → tenant (401 when missing, unknown or revoked), then the
+ * Bearer API key → tenant (401 when missing, unknown or revoked; 403 while
+ * the tenant is suspended), then the
  * key's last use (written at most once a minute per key, off the request
  * path). The per-key rate limit runs after it (shared/http/rate-limit.ts).
  */
@@ -41,6 +42,8 @@ export function apiKeyAuth(deps: { store: ConfigStore; writer: ConfigWriter; log
         headers: { 'WWW-Authenticate': 'Bearer error="invalid_token"' },
       });
     }
+    // Checked after the key is known good: a refused key learns nothing of its tenant.
+    if (deps.store.tenants.get(key.tenant_id)!.suspended_at !== null) throw new ApiError('tenant_suspended', 'the tenant of this API key is suspended');
     req.principal = { tenantId: key.tenant_id, keyId: key.id };
     const t = now();
     if (t - (lastWritten.get(key.id) ?? 0) >= USAGE_INTERVAL_MS) {

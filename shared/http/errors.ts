@@ -8,6 +8,8 @@ export const ERRORS = {
   invalid_json: { status: 400, title: 'Malformed JSON body' },
   unauthorized: { status: 401, title: 'Missing or invalid credentials' },
   forbidden: { status: 403, title: 'Forbidden' },
+  origin_not_allowed: { status: 403, title: 'Origin not allowed for this player key' },
+  tenant_suspended: { status: 403, title: 'Tenant suspended' },
   not_found: { status: 404, title: 'Not found' },
   conflict: { status: 409, title: 'Conflict with the current state' },
   payload_too_large: { status: 413, title: 'Request body too large' },

@@ -14,7 +14,7 @@ export type EventItem = { event: string; visitor_id: string; timestamp: string }
 const PROBLEM_CODE: Record<number, string> = {
   400: 'bad_request|invalid_json',
   401: 'unauthorized',
-  403: 'forbidden',
+  403: 'forbidden|origin_not_allowed|tenant_suspended',
   404: 'not_found',
   409: 'conflict',
   413: 'payload_too_large',
