@@ -184,6 +184,26 @@ describe('hostile use of a player key', () => {
     expect((await conversion(T)).status).toBe(202);
   });
 
+  it('lets a player key set only what a visitor may claim: no conversion, no tenant of its choosing', async () => {
+    const A = await s.createTenant('claims-a');
+    const B = await s.createTenant('claims-b');
+    const conversion = await collect(A.player_key, [{ ...play(A)[0], event_name: 'conversion' }], from(freshAddress()));
+    expectProblem(conversion, 422, /api\/public\/conversion/);
+    const forged = await collect(A.player_key, [{ ...play(A)[0], visitor_id: 'vis_forged', tenant_id: B.id, source: 'server' }], from(freshAddress()));
+    expect(forged.status, forged.text).toBe(202);
+    await eventually(async () => ((await s.allEvents(A.videoId, A.apiKey)).some((e) => e.visitor_id === 'vis_forged') ? true : undefined));
+    // B has no events of that visitor: only another tenant (A) has.
+    expectProblem(await s.api('/visitors/vis_forged/score', B.apiKey), 403, /another tenant/);
+  });
+
+  it('documents the management endpoints in the OpenAPI document', async () => {
+    const doc = (await s.request('GET', '/v1/openapi.json')).body;
+    for (const path of ['/admin/v1/tenants/{tenant_id}/player-key/rotate', '/admin/v1/tenants/{tenant_id}/suspend', '/admin/v1/tenants/{tenant_id}/resume', '/admin/v1/tenants/{tenant_id}/allowed-origins']) {
+      expect(Object.keys(doc.paths), path).toContain(path);
+    }
+    expect(Object.keys(doc.paths['/v1/collect'].post.responses)).toEqual(expect.arrayContaining(['401', '403', '429']));
+  });
+
   it('names every refusal in /metrics and shows the limits with the tenant', async () => {
     for (const limit of ['player_key_rate', 'client_address_rate', 'origin', 'suspended', 'retired_player_key']) {
       expect(await refused(limit), limit).toBeGreaterThanOrEqual(1);

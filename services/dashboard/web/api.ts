@@ -52,7 +52,7 @@ async function send(method: string, url: string, body?: unknown): Promise<Respon
  * to /admin/v1 (e.g. `/tenants`). Resolves with the parsed JSON (undefined
  * for 204), rejects with an ApiError.
  */
-export async function api<T>(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, body?: unknown): Promise<T> {
+export async function api<T>(method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE', path: string, body?: unknown): Promise<T> {
   const res = await send(method, `/dashboard/api${path}`, body);
   if (res.status === 401) {
     csrfToken = null;

@@ -1,8 +1,10 @@
 import type { ComponentChildren } from 'preact';
-import { useResource, useTitle } from '../hooks.ts';
+import { useEffect, useState } from 'preact/hooks';
+import { api } from '../api.ts';
+import { useAction, useResource, useTitle, type Resource } from '../hooks.ts';
 import { href } from '../router.ts';
 import type { ApiKey, Destination, Page, Tenant, Video } from '../types.ts';
-import { CopyButton, ErrorAlert, Loading, Time } from '../ui.tsx';
+import { ActionForm, ConfirmButton, CopyButton, ErrorAlert, Loading, Notice, TextField, Time } from '../ui.tsx';
 
 export const TABS = [
   { key: '', label: 'Overview' },
@@ -72,8 +74,19 @@ export function TenantOverview({ tenantId }: { tenantId: string }) {
           <dd>
             <Time iso={t.created_at} />
           </dd>
+          <dt>Status</dt>
+          <dd data-testid="tenant-status">
+            {t.suspended_at ? (
+              <>
+                <span class="badge badge-failed">Suspended</span> since <Time iso={t.suspended_at} />
+              </>
+            ) : (
+              <span class="badge badge-active">Active</span>
+            )}
+          </dd>
         </dl>
       </section>
+      <PlayerKeyGuards tenant={tenant} />
       <div class="tiles">
         {tiles.map((tile) => (
           <a class="tile" href={href(['tenants', tenantId, tile.to])} key={tile.to}>
@@ -83,5 +96,128 @@ export function TenantOverview({ tenantId }: { tenantId: string }) {
         ))}
       </div>
     </>
+  );
+}
+
+/**
+ * What bounds the use of the public player key: the intake's limits, the
+ * allowed origins, rotation and suspension (docs/api.md, "The player key").
+ */
+function PlayerKeyGuards({ tenant }: { tenant: Resource<Tenant> }) {
+  const t = tenant.data!;
+  const base = `/tenants/${encodeURIComponent(t.id)}`;
+  const [origins, setOrigins] = useState(t.allowed_origins.join(' '));
+  const [saved, setSaved] = useState(false);
+  const [overlapHours, setOverlapHours] = useState('24');
+  // The new key is announced here once, until dismissed or leaving the page; the details above keep showing it.
+  const [rotated, setRotated] = useState<Tenant | null>(null);
+  useEffect(() => setOrigins(t.allowed_origins.join(' ')), [t.allowed_origins.join(' ')]);
+
+  const saveOrigins = useAction(async () => {
+    setSaved(false);
+    const list = origins.split(/[\s,]+/).filter(Boolean);
+    await api<Tenant>('PUT', `${base}/allowed-origins`, { allowed_origins: list });
+    await tenant.reload();
+    setSaved(true);
+  });
+  const resume = useAction(async () => {
+    await api<Tenant>('POST', `${base}/resume`);
+    await tenant.reload();
+  });
+  const overlap = Number(overlapHours);
+  const overlapValid = overlapHours.trim() !== '' && Number.isFinite(overlap) && overlap >= 0 && overlap <= 720;
+  const limit = (n: number, unit: string) => (n === 0 ? <span class="muted">no limit</span> : `${n.toLocaleString('en')} ${unit}`);
+
+  return (
+    <div class="grid-2">
+      <section class="card" aria-labelledby="player-key-title" data-testid="player-key-guards">
+        <h2 id="player-key-title">Player key</h2>
+        {rotated && (
+          <div data-testid="rotated-key">
+            <Notice>
+              New player key: <code class="mono">{rotated.player_key}</code> <CopyButton text={rotated.player_key} label="Copy new player key" />
+              <br />
+              Put it in the player's embed code. The previous key works until <Time iso={rotated.previous_player_key_expires_at} />.{' '}
+              <button type="button" class="btn btn-small" onClick={() => setRotated(null)}>
+                Done
+              </button>
+            </Notice>
+          </div>
+        )}
+        <dl class="details">
+          <dt>Limits</dt>
+          <dd data-testid="player-key-limits">
+            {limit(t.limits.player_key_events_per_minute, 'events a minute per player key')}; {limit(t.limits.client_address_requests_per_minute, 'requests a minute per client address')}
+            <p class="hint">Per intake process. Over a limit, the intake answers 429 with Retry-After.</p>
+          </dd>
+          {t.previous_player_key && (
+            <>
+              <dt>Previous key</dt>
+              <dd>
+                <code class="mono">{t.previous_player_key}</code> works until <Time iso={t.previous_player_key_expires_at} />
+              </dd>
+            </>
+          )}
+        </dl>
+        <ActionForm
+          action={saveOrigins}
+          ready
+          label="Save allowed origins"
+          busyLabel="Saving…"
+          status={saved && !saveOrigins.error ? <p class="hint" role="status">Saved.</p> : undefined}
+        >
+          <TextField
+            id="allowed-origins"
+            label="Allowed origins"
+            value={origins}
+            onInput={(v) => {
+              setOrigins(v);
+              setSaved(false);
+            }}
+            placeholder="https://www.example.com https://shop.example.com"
+            hint="Sites whose pages may send events with this key, separated by spaces. Empty: any. A browser on another site is refused (403); scripts that send no Origin are not stopped by this list."
+          />
+        </ActionForm>
+        <div class="actions">
+          <TextField id="rotate-overlap" label="Overlap (hours)" type="number" min={0} max={720} value={overlapHours} onInput={setOverlapHours} hint="How long the current key keeps working after the rotation." />
+          <ConfirmButton
+            label="Rotate player key"
+            title="Rotate the player key?"
+            confirmLabel="Rotate"
+            onConfirm={async () => {
+              if (!overlapValid) throw new Error('the overlap must be 0 to 720 hours');
+              const next = await api<Tenant>('POST', `${base}/player-key/rotate`, { overlap_seconds: Math.round(overlap * 3600) });
+              setRotated(next);
+              await tenant.reload();
+            }}
+          >
+            <p>A new key is issued. The current key keeps working for {overlapValid ? overlapHours : '?'} hours, then is refused (401).</p>
+          </ConfirmButton>
+        </div>
+      </section>
+      <section class="card" aria-labelledby="suspension-title">
+        <h2 id="suspension-title">Suspension</h2>
+        <p class="hint">A suspended tenant's player key and API keys are refused (403) on intake and reads. Its data, keys and settings stay.</p>
+        <ErrorAlert message={resume.error} />
+        {t.suspended_at ? (
+          <button type="button" class="btn btn-primary" disabled={resume.busy} onClick={() => void resume.run()}>
+            {resume.busy ? 'Resuming…' : 'Resume tenant'}
+          </button>
+        ) : (
+          <ConfirmButton
+            label="Suspend tenant"
+            danger
+            title={`Suspend “${t.name}”?`}
+            confirmLabel="Suspend"
+            onConfirm={async () => {
+              await api<Tenant>('POST', `${base}/suspend`);
+              await tenant.reload();
+            }}
+          >
+            <p>Every player event and API request of this tenant is refused (403) until it is resumed.</p>
+          </ConfirmButton>
+        )}
+      </section>
+    </div>
   );
 }
