@@ -16,6 +16,7 @@ export const REDACT_PATHS = [
   'key',
   'api_key',
   'player_key',
+  'previous_player_key',
   'secret',
   'token',
   'admin_token',
@@ -24,6 +25,7 @@ export const REDACT_PATHS = [
   '*.secret',
   '*.token',
   '*.player_key',
+  '*.previous_player_key',
   '*.password',
 ];
 
