@@ -34,6 +34,14 @@ export function TenantsPage() {
               <tr key={t.id}>
                 <td>
                   <a href={href(['tenants', t.id])}>{t.name}</a>
+                  {t.suspended_at && (
+                    <>
+                      {' '}
+                      <span class="badge badge-failed" data-status="suspended">
+                        Suspended
+                      </span>
+                    </>
+                  )}
                 </td>
                 <td class="mono small">{t.id}</td>
                 <td>
