@@ -6,10 +6,10 @@ import { Problem } from '../../shared/http/schemas.ts';
 import { isPlainlyValidCollectBody } from './collect-fast-check.ts';
 import { Accepted, CollectBody, CollectQuery, ConversionAccepted, ConversionBody } from './collect.schema.ts';
 import { collectRecords, conversionRecord, type RecordContext } from './event-record.ts';
-import type { PlayerEventsWriter } from './player-events.writer.ts';
 import type { IntakeLimit } from '../../shared/metrics.ts';
 import { WindowCounter, retryAfterSeconds } from './intake-limits.ts';
 import { playerAccess } from './player-access.ts';
+import type { PlayerEventsWriter } from './player-events.writer.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -158,7 +158,7 @@ async function playerIntake(root: FastifyInstance, opts: IntakePluginOptions): P
         tags: ['intake'],
         summary: 'Player event intake',
         description:
-          'Takes 1–500 player events. Answers 429 with Retry-After over the per-player-key events limit (PLAYER_KEY_EVENTS_PER_MINUTE) or the per-client-address requests limit (CLIENT_ADDRESS_REQUESTS_PER_MINUTE); 403 when the tenant is suspended or a browser\'s Origin is not on the tenant\'s allowed origins; 401 for a previous player key once its rotation overlap has ended. Answers 202 once Kafka acknowledged all of them, 503 (nothing accepted) when it cannot, or at once with Retry-After: 1 while the intake sheds load. Accepts application/json, or text/plain with ?key= for navigator.sendBeacon. Events that carry their own event_id are idempotent: resend the same request after a 503, a 5xx or a timeout and each event is still recorded once.',
+          'Takes 1–500 player events. Answers 202 once Kafka acknowledged all of them, 503 (nothing accepted) when it cannot, or at once with Retry-After: 1 while the intake sheds load. Refuses with 429 and Retry-After a player key over its events a minute (PLAYER_KEY_EVENTS_PER_MINUTE) or a client address over its requests a minute (CLIENT_ADDRESS_REQUESTS_PER_MINUTE); with 403 a suspended tenant (tenant_suspended) or a browser whose Origin is not on the tenant\'s allowed origins (origin_not_allowed); with 401 a previous player key once its rotation overlap has ended. Accepts application/json, or text/plain with ?key= for navigator.sendBeacon. Events that carry their own event_id are idempotent: resend the same request after a 503, a 5xx or a timeout and each event is still recorded once.',
         security: [{ playerKey: [] }],
         querystring: CollectQuery,
         body: CollectBody,
