@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { WindowCounter, retryAfterSeconds } from './intake-limits.ts';
+import { WindowCounter, clientAddressKey, retryAfterSeconds } from './intake-limits.ts';
 
 describe('WindowCounter', () => {
   it('takes units up to the limit in a window, refuses what does not fit without taking it, and starts afresh after the window', () => {
@@ -39,5 +39,15 @@ describe('WindowCounter', () => {
     expect(retryAfterSeconds(1)).toBe('1');
     expect(retryAfterSeconds(1001)).toBe('2');
     expect(retryAfterSeconds(0)).toBe('1');
+  });
+});
+
+describe('clientAddressKey', () => {
+  it('counts IPv4 by address and IPv6 by its /64, an IPv4-mapped address as IPv4', () => {
+    expect(clientAddressKey('198.51.100.7')).toBe('198.51.100.7');
+    expect(clientAddressKey('2001:db8:1:2:aaaa::1')).toBe('2001:db8:1:2::/64');
+    expect(clientAddressKey('2001:db8:1:2:ffff:ffff:ffff:ffff')).toBe('2001:db8:1:2::/64');
+    expect(clientAddressKey('2001:db8:1:3::1')).not.toBe(clientAddressKey('2001:db8:1:2::1'));
+    expect(clientAddressKey('::ffff:198.51.100.7')).toBe('198.51.100.7');
   });
 });

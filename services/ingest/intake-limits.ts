@@ -1,3 +1,5 @@
+import ipaddr from 'ipaddr.js';
+
 /**
  * Fixed one-minute windows counted in memory, per key (a player key, a
  * client address). Pure: no Fastify, no clock of its own.
@@ -57,3 +59,17 @@ export class WindowCounter {
 
 /** Whole seconds for Retry-After, at least 1. */
 export const retryAfterSeconds = (ms: number): string => String(Math.max(1, Math.ceil(ms / 1000)));
+
+/**
+ * The key a client address is counted under: an IPv4 address as it is, an
+ * IPv6 address by its /64. NOTE: one IPv6 subscriber usually holds a whole
+ * /64, so counting single addresses would give it 2^64 budgets.
+ */
+export function clientAddressKey(ip: string): string {
+  if (!ipaddr.isValid(ip)) return ip;
+  let addr = ipaddr.parse(ip);
+  if (addr.kind() === 'ipv6' && (addr as ipaddr.IPv6).isIPv4MappedAddress()) addr = (addr as ipaddr.IPv6).toIPv4Address();
+  if (addr.kind() === 'ipv4') return addr.toString();
+  const parts = (addr as ipaddr.IPv6).parts.slice(0, 4).map((p) => p.toString(16));
+  return `${parts.join(':')}::/64`;
+}

@@ -7,7 +7,7 @@ import { isPlainlyValidCollectBody } from './collect-fast-check.ts';
 import { Accepted, CollectBody, CollectQuery, ConversionAccepted, ConversionBody } from './collect.schema.ts';
 import { collectRecords, conversionRecord, type RecordContext } from './event-record.ts';
 import type { IntakeLimit } from '../../shared/metrics.ts';
-import { WindowCounter, retryAfterSeconds } from './intake-limits.ts';
+import { WindowCounter, clientAddressKey, retryAfterSeconds } from './intake-limits.ts';
 import { playerAccess } from './player-access.ts';
 import type { PlayerEventsWriter } from './player-events.writer.ts';
 
@@ -131,7 +131,7 @@ async function playerIntake(root: FastifyInstance, opts: IntakePluginOptions): P
   // Per address first, before the body is read: a flood from one address
   // costs a header parse per request. req.ip follows TRUST_PROXY.
   app.addHook('onRequest', async (req) => {
-    const took = byAddress.take(req.ip, 1, opts.now());
+    const took = byAddress.take(clientAddressKey(req.ip), 1, opts.now());
     if (took.ok) return;
     opts.onRefused?.('client_address_rate');
     throw new ApiError('rate_limited', `more than ${byAddress.max} requests this minute from this client address`, {
