@@ -272,7 +272,7 @@ async function startHttp(core: Core, shared: Shared, clickhouse: ClickHouseClien
 
   shared.lag.start();
   shutdown.add('lag-monitor', () => shared.lag.stop());
-  void app.register(opsRoutes, { probes: readinessProbes(core.admin, clickhouse), components: health, metrics });
+  void app.register(opsRoutes, { probes: readinessProbes(core.admin, clickhouse), components: health, metrics, log });
 
   // NOTE: registered before listen, stopped first: intake closes before
   // the HTTP server drains, so nothing new is accepted while shutting down.

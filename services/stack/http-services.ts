@@ -1,5 +1,6 @@
 import type { Producer } from 'kafkajs';
 import type { SchemaRegistry } from '../../schemas/registry.ts';
+import { BoundedReads } from '../../shared/clickhouse/bounded-reads.ts';
 import type { ClickHouseClient } from '../../shared/clickhouse/clickhouse.ts';
 import type { Config } from '../../shared/config.ts';
 import type { ConfigStore, ConfigWriter } from '../../shared/config-store/config-store.ts';
@@ -24,7 +25,15 @@ const VERSION = '0.1.0';
 /** The settings the HTTP services read. */
 export type HttpConfig = Pick<
   Config,
-  'SERVICES' | 'COLLECT_MAX_BODY_BYTES' | 'TRUST_PROXY' | 'RATE_LIMIT_PER_MINUTE' | 'MAX_DESTINATIONS_PER_TENANT' | 'INGEST_MAX_IN_FLIGHT_REQUESTS'
+  | 'SERVICES'
+  | 'COLLECT_MAX_BODY_BYTES'
+  | 'TRUST_PROXY'
+  | 'RATE_LIMIT_PER_MINUTE'
+  | 'MAX_DESTINATIONS_PER_TENANT'
+  | 'INGEST_MAX_IN_FLIGHT_REQUESTS'
+  | 'READ_MAX_EXECUTION_MS'
+  | 'READ_MAX_MEMORY_BYTES'
+  | 'READ_MAX_RESULT_ROWS'
 >;
 
 /** The one Fastify app of a process, as the configuration sets it up; no routes of the services yet. */
@@ -66,6 +75,12 @@ export async function mountHttpServices(app: App, deps: HttpServicesDeps): Promi
   const services = new Set(deps.config.SERVICES);
   const { store, writer, registry, log, metrics } = deps;
   const auth = apiKeyAuth({ store, writer, log });
+  const reads = (ch: ClickHouseClient) =>
+    new BoundedReads(ch, {
+      maxExecutionMs: deps.config.READ_MAX_EXECUTION_MS,
+      maxMemoryBytes: deps.config.READ_MAX_MEMORY_BYTES,
+      maxResultRows: deps.config.READ_MAX_RESULT_ROWS,
+    });
   const mounted: Stoppable[] = [];
   if (services.has('ingest')) {
     const producer = required(deps.ingestProducer, 'ingestProducer', 'ingest');
@@ -73,7 +88,7 @@ export async function mountHttpServices(app: App, deps: HttpServicesDeps): Promi
   }
   if (services.has('api')) {
     const ch = required(deps.clickhouse, 'clickhouse', 'api');
-    const api = startApi({ app, store, events: new EventsRepository(ch), analytics: new AnalyticsRepository(ch), cursorSecret: deps.secrets.cursorSecret, apiKeyAuth: auth });
+    const api = startApi({ app, store, events: new EventsRepository(reads(ch)), analytics: new AnalyticsRepository(reads(ch)), cursorSecret: deps.secrets.cursorSecret, apiKeyAuth: auth });
     mounted.push({ name: 'api', ...api });
   }
   if (services.has('admin')) {
@@ -92,7 +107,7 @@ export async function mountHttpServices(app: App, deps: HttpServicesDeps): Promi
         cursorSecret: deps.secrets.cursorSecret,
         maxDestinationsPerTenant: deps.config.MAX_DESTINATIONS_PER_TENANT,
       },
-      analytics: new AnalyticsRepository(ch),
+      analytics: new AnalyticsRepository(reads(ch)),
     });
     mounted.push({ name: 'admin', stop: admin.stop });
     mounted.push({ name: 'dashboard', ...(await startDashboard({ app, adminToken: deps.secrets.adminToken, log, admin })) });
