@@ -88,29 +88,30 @@ export async function mountHttpServices(app: App, deps: HttpServicesDeps): Promi
   }
   if (services.has('api')) {
     const ch = required(deps.clickhouse, 'clickhouse', 'api');
-    const api = startApi({ app, store, events: new EventsRepository(reads(ch)), analytics: new AnalyticsRepository(reads(ch)), cursorSecret: deps.secrets.cursorSecret, apiKeyAuth: auth });
+    const api = startApi({ app, store, events: new EventsRepository(reads(ch)), analytics: new AnalyticsRepository(reads(ch)), cursorSecret: required(deps.secrets.cursorSecret, 'CURSOR_SECRET', 'api'), apiKeyAuth: auth });
     mounted.push({ name: 'api', ...api });
   }
   if (services.has('admin')) {
     const ch = required(deps.clickhouse, 'clickhouse', 'admin');
+    const adminToken = required(deps.secrets.adminToken, 'ADMIN_TOKEN', 'admin');
     const admin = startAdmin({
       app,
       store,
       writer,
-      adminToken: deps.secrets.adminToken,
+      adminToken,
       webhooks: {
         registry,
         producer: required(deps.adminProducer, 'adminProducer', 'admin'),
         topics: deps.topics,
-        secrets: deps.secrets.secretBox,
+        secrets: required(deps.secrets.secretBox, 'SECRETS_KEY', 'admin'),
         log: new DeliveryLogRepository(ch),
-        cursorSecret: deps.secrets.cursorSecret,
+        cursorSecret: required(deps.secrets.cursorSecret, 'CURSOR_SECRET', 'admin'),
         maxDestinationsPerTenant: deps.config.MAX_DESTINATIONS_PER_TENANT,
       },
       analytics: new AnalyticsRepository(reads(ch)),
     });
     mounted.push({ name: 'admin', stop: admin.stop });
-    mounted.push({ name: 'dashboard', ...(await startDashboard({ app, adminToken: deps.secrets.adminToken, log, admin })) });
+    mounted.push({ name: 'dashboard', ...(await startDashboard({ app, adminToken, log, admin })) });
   }
   return mounted;
 }
