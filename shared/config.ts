@@ -115,7 +115,7 @@ export const ConfigSchema = z.object({
   /** Most memory one read query of the API may use in ClickHouse (max_memory_usage). */
   READ_MAX_MEMORY_BYTES: intFrom(1024 * 1024 * 1024, 1024 * 1024),
   /** Most rows one read query of the API may answer (max_result_rows). */
-  READ_MAX_RESULT_ROWS: intFrom(100_000, 1000),
+  READ_MAX_RESULT_ROWS: intFrom(100_000, 10_000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 
