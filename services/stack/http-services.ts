@@ -104,7 +104,7 @@ export async function mountHttpServices(app: App, deps: HttpServicesDeps): Promi
         producer: required(deps.adminProducer, 'adminProducer', 'admin'),
         topics: deps.topics,
         secrets: required(deps.secrets.secretBox, 'SECRETS_KEY', 'admin'),
-        log: new DeliveryLogRepository(ch),
+        log: new DeliveryLogRepository(reads(ch)),
         cursorSecret: required(deps.secrets.cursorSecret, 'CURSOR_SECRET', 'admin'),
         maxDestinationsPerTenant: deps.config.MAX_DESTINATIONS_PER_TENANT,
       },
