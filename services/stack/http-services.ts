@@ -34,6 +34,7 @@ export type HttpConfig = Pick<
   | 'READ_MAX_EXECUTION_MS'
   | 'READ_MAX_MEMORY_BYTES'
   | 'READ_MAX_RESULT_ROWS'
+  | 'CLICKHOUSE_URL'
 >;
 
 /** The one Fastify app of a process, as the configuration sets it up; no routes of the services yet. */
@@ -80,7 +81,7 @@ export async function mountHttpServices(app: App, deps: HttpServicesDeps): Promi
       maxExecutionMs: deps.config.READ_MAX_EXECUTION_MS,
       maxMemoryBytes: deps.config.READ_MAX_MEMORY_BYTES,
       maxResultRows: deps.config.READ_MAX_RESULT_ROWS,
-    });
+    }, { server: deps.config.CLICKHOUSE_URL !== undefined });
   const mounted: Stoppable[] = [];
   if (services.has('ingest')) {
     const producer = required(deps.ingestProducer, 'ingestProducer', 'ingest');

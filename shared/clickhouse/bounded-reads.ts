@@ -68,8 +68,10 @@ const NARROW = {
  * request: a read over a bound answers `read_limit_exceeded` (503) naming
  * the bound; a read whose client has gone is given up.
  *
- * NOTE: what giving up does depends on the engine. A server stops the query
- * (the client closes its HTTP request). The embedded engine cannot interrupt
+ * NOTE: what giving up does depends on the engine. Against a server, the
+ * client closes the query's HTTP request, and each read is sent read-only
+ * with cancel_http_readonly_queries_on_client_close, so the server stops
+ * it. The embedded engine cannot interrupt
  * a query once it runs: the promise settles at once and the engine finishes
  * the query in the background, bounded by max_execution_time; reads with
  * parameters run one at a time, and one whose client has gone before its
@@ -78,17 +80,29 @@ const NARROW = {
 export class BoundedReads {
   readonly #ch: ClickHouseClient;
   readonly #bounds: ReadBounds;
+  readonly #server: boolean;
 
-  constructor(ch: ClickHouseClient, bounds: ReadBounds) {
+  /** `server`: `ch` talks to a ClickHouse server (CLICKHOUSE_URL), not to the embedded engine. */
+  constructor(ch: ClickHouseClient, bounds: ReadBounds, opts: { server: boolean }) {
     this.#ch = ch;
     this.#bounds = bounds;
+    this.#server = opts.server;
   }
 
   /** The rows of `q`, each parsed with `schema`; `name` names the read in errors. */
   async rows<T extends z.ZodType>(name: string, schema: T, q: ReadQuery, signal?: AbortSignal): Promise<z.output<T>[]> {
     if (signal?.aborted) throw clientGone();
     try {
-      const rs = await this.#ch.query({ query: withBounds(q.query, this.#bounds), query_params: q.query_params, format: 'JSONEachRow', abort_signal: signal });
+      const rs = await this.#ch.query({
+        query: withBounds(q.query, this.#bounds),
+        query_params: q.query_params,
+        format: 'JSONEachRow',
+        abort_signal: signal,
+        // NOTE: server only. These go to a server as parameters of the one
+        // request; the embedded connection would SET them on its session,
+        // and a read-only session would refuse the projector's inserts.
+        clickhouse_settings: this.#server ? { readonly: '2', cancel_http_readonly_queries_on_client_close: 1 } : undefined,
+      });
       return parseRows(name, schema, await rs.json());
     } catch (err) {
       if (signal?.aborted) throw clientGone();
