@@ -87,7 +87,7 @@ runBench(async () => {
       },
       { name: 'firstPage', label: 'first page, as the API sends it', at: (i) => page(i) },
       { name: 'deepPage', label: 'deep page, as the API sends it', at: (i) => page(i, after) },
-      { name: 'score', label: 'score, as the API sends it', at: (i) => visitorFactorsQuery(visitorOf(i)) },
+      { name: 'score', label: 'score, as the API sends it', at: (i) => visitorFactorsQuery(TENANT, visitorOf(i)) },
     ];
     const lat = reads.map(() => [] as number[]);
     const rowsRead = reads.map(() => 0);

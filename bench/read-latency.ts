@@ -307,7 +307,7 @@ async function prepareReads(ctx: BenchContext, worker: StackWorker, opts: ReadOp
         kind: 'score',
         shape: 'now',
         at: (i) => {
-          const { query, query_params } = visitorFactorsQuery(visitorOf(i));
+          const { query, query_params } = visitorFactorsQuery(tenant, visitorOf(i));
           return { sql: query, params: query_params };
         },
       },

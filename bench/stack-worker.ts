@@ -57,7 +57,7 @@ async function main(): Promise<void> {
     const chdbPkg = JSON.parse(readFileSync(join(REPO_ROOT, 'node_modules/chdb/package.json'), 'utf8')) as { version: string };
     clickhouseVersion = `ClickHouse ${(await rs.json<{ v: string }>())[0]?.v} (chdb ${chdbPkg.version}, embedded)`;
   }
-  send({ type: 'ready', url: stack.url, adminToken: stack.adminToken, startedAt, readyAt, clickhouseVersion });
+  send({ type: 'ready', url: stack.url, adminToken: stack.adminToken!, startedAt, readyAt, clickhouseVersion });
 
   let stopping: Promise<void> | undefined;
   const stop = () =>

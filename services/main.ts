@@ -23,6 +23,9 @@ async function main(): Promise<void> {
     throw err;
   }
   const log = createLogger({ level: config.LOG_LEVEL });
+  // Everything this process and its children (the local broker) create in
+  // DATA_DIR is for its owner only: ClickHouse parts, Kafka logs, secrets.
+  process.umask(0o077);
   const stack = await startStack(config, log);
 
   // NOTE: never the token itself: stdout ends up in log collectors and terminal scrollback.

@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { type Admin, type Kafka, type Producer } from 'kafkajs';
 import { SchemaRegistry } from '../schemas/registry.ts';
@@ -26,13 +26,15 @@ import { buildStackApp, mountHttpServices } from './stack/http-services.ts';
 import { opsRoutes, probe, type Probe } from './stack/ops.routes.ts';
 import type { HealthSource, Problems } from './stack/readiness.ts';
 import { ShutdownSequence } from './stack/shutdown-sequence.ts';
+import { privateDataDir } from './stack/data-dir.ts';
 import { stackSecrets, type StackSecrets } from './stack/stack-secrets.ts';
 import { JavaCompatiblePartitioner } from '../shared/kafka/partitioner.ts';
 
 export interface Stack {
   url: string;
   port: number;
-  adminToken: string;
+  /** Set when this process runs the admin service. */
+  adminToken?: string;
   kafkaBrokers: string[];
   kafkaDescribe: string;
   clickhouseDescribe: string;
@@ -47,7 +49,7 @@ export interface Stack {
  */
 export async function startStack(config: Config, log: Logger): Promise<Stack> {
   const dataDir = resolve(config.DATA_DIR);
-  mkdirSync(dataDir, { recursive: true });
+  privateDataDir(dataDir);
   const secrets = stackSecrets(config, dataDir);
   const network = webhookNetwork(config);
   // Shutdown has SHUTDOWN_TIMEOUT_MS in all (services/main.ts exits after it):
@@ -64,7 +66,7 @@ export async function startStack(config: Config, log: Logger): Promise<Stack> {
     const shared = await startShared(core);
     const health = sharedHealth(config, shared);
     if (core.services.has('projector')) health.push(await startProjectorService(core, clickhouse.client, shared));
-    if (core.services.has('fanout')) health.push(await startFanoutService(core, shared, secrets.secretBox, network));
+    if (core.services.has('fanout')) health.push(await startFanoutService(core, shared, secrets.secretBox!, network));
     const { url, port } = await startHttp(core, shared, clickhouse.client, secrets, health);
     log.info({ url, services: [...core.services], kafka: cluster.describe, clickhouse: clickhouse.describe }, 'stack_started');
     return {
@@ -272,7 +274,7 @@ async function startHttp(core: Core, shared: Shared, clickhouse: ClickHouseClien
 
   shared.lag.start();
   shutdown.add('lag-monitor', () => shared.lag.stop());
-  void app.register(opsRoutes, { probes: readinessProbes(core.admin, clickhouse), components: health, metrics });
+  void app.register(opsRoutes, { probes: readinessProbes(core.admin, clickhouse), components: health, metrics, log });
 
   // NOTE: registered before listen, stopped first: intake closes before
   // the HTTP server drains, so nothing new is accepted while shutting down.

@@ -114,6 +114,12 @@ export const ConfigSchema = z.object({
   CONSUMER_STALL_TIMEOUT_MS: intFrom(60000, 1000),
   KAFKA_SESSION_TIMEOUT_MS: intFrom(30000, 6000),
   PRODUCER_FAILURES_UNHEALTHY: intFrom(5, 1),
+  /** Most time one read query of the API may run in ClickHouse (max_execution_time). */
+  READ_MAX_EXECUTION_MS: intFrom(10_000, 1),
+  /** Most memory one read query of the API may use in ClickHouse (max_memory_usage). */
+  READ_MAX_MEMORY_BYTES: intFrom(1024 * 1024 * 1024, 1024 * 1024),
+  /** Most rows one read query of the API may answer (max_result_rows). */
+  READ_MAX_RESULT_ROWS: intFrom(100_000, 10_000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { SecretBox, secretHint } from './secrets.ts';
+import { SecretBox, secretHint, shownHint } from './secrets.ts';
 
 describe('SecretBox', () => {
   const box = new SecretBox(Buffer.alloc(32, 7));
@@ -32,6 +32,26 @@ describe('SecretBox', () => {
     const a = SecretBox.fromString(key);
     const b = SecretBox.fromString(Buffer.from(key, 'base64url').toString('hex'));
     expect(b.open(a.seal('x', 'r'), 'r')).toBe('x');
-    expect(secretHint('whsec_abcdefghijklmnop')).toBe('whsec_…mnop');
+  });
+
+  it('shows a secret\'s whsec_ label and at most an eighth of the rest, from its end', () => {
+    const generated = `whsec_${'a'.repeat(28)}WXYZ`;
+    expect(secretHint(generated)).toBe('whsec_…WXYZ');
+    // A typed 16-character secret: 2 characters of it, none from its start.
+    expect(secretHint('s3cretIntegrat10')).toBe('…10');
+    expect(secretHint('whsec_abcdefghijklmnop')).toBe('whsec_…op');
+    expect(secretHint('short12')).toBe('…');
+    for (const secret of ['s3cretIntegrat10', generated, 'x'.repeat(8), `${'k'.repeat(40)}`, 'abcdefghijklm']) {
+      const revealed = secretHint(secret).replace(/^whsec_/, '').replace('…', '').length;
+      expect(revealed / secret.replace(/^whsec_/, '').length, secret).toBeLessThanOrEqual(1 / 8);
+    }
+  });
+
+  it('cuts hints stored by the earlier rule, which began with the secret\'s first characters', () => {
+    expect(shownHint('s3c…at10')).toBe('…0');
+    expect(shownHint('ab…')).toBe('…');
+    expect(shownHint('whsec_…WXYZ')).toBe('whsec_…WXYZ');
+    expect(shownHint('…10')).toBe('…10');
+    expect(shownHint(null)).toBeNull();
   });
 });

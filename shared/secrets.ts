@@ -47,9 +47,31 @@ export class SecretBox {
   }
 }
 
-/** What the dashboard may show of a secret: its prefix and last 4 characters. */
+/** The label generated secrets start with; it carries none of the secret. */
+const SECRET_LABEL = 'whsec_';
+
+/**
+ * What the dashboard may show of a secret: its `whsec_` label when it has
+ * one, and at most an eighth of the rest, from its end (4 characters at
+ * most). A secret a user typed (an integration's webhook_secret) has no
+ * label, and its first characters are as secret as the others: none of
+ * them is shown.
+ */
 export function secretHint(secret: string): string {
-  if (secret.length <= 12) return `${secret.slice(0, 2)}…`;
-  const prefix = secret.startsWith('whsec_') ? 'whsec_' : secret.slice(0, 3);
-  return `${prefix}…${secret.slice(-4)}`;
+  const label = secret.startsWith(SECRET_LABEL) ? SECRET_LABEL : '';
+  const rest = secret.slice(label.length);
+  const shown = Math.min(4, Math.floor(rest.length / 8));
+  return `${label}…${shown > 0 ? rest.slice(-shown) : ''}`;
+}
+
+/**
+ * A stored hint as it may be shown. Hints stored by an earlier rule began
+ * with the first characters of a typed secret (`abc…wxyz`, `ab…`); they are
+ * cut to what secretHint would show of the shortest secret that rule gave
+ * such a hint (the last 1 of 13 characters), since the length is unknown.
+ */
+export function shownHint(hint: string | null): string | null {
+  if (hint === null || hint.startsWith('…') || hint.startsWith(`${SECRET_LABEL}…`)) return hint;
+  const tail = hint.slice(hint.indexOf('…') + 1);
+  return `…${tail.length >= 4 ? tail.slice(-1) : ''}`;
 }

@@ -160,7 +160,7 @@ describe('dashboard in a real browser', () => {
     await token.press('Enter');
     await expect.poll(() => page.getByRole('alert').innerText()).toContain('not accepted');
 
-    await token.fill(s.stack.adminToken);
+    await token.fill(s.stack.adminToken!);
     await token.press('Tab');
     expect(await page.evaluate('document.activeElement.tagName + ":" + document.activeElement.textContent')).toBe('BUTTON:Sign in');
     await page.keyboard.press('Enter');
@@ -554,7 +554,7 @@ describe('dashboard in a real browser', () => {
       expect(responses.filter(creation).some((r) => r.body.includes(c))).toBe(true);
       expect(later.filter((r) => r.body.includes(c)).map((r) => `${r.method} ${r.url}`)).toEqual([]);
     }
-    expect(responses.every((r) => !r.body.includes(s.stack.adminToken))).toBe(true);
+    expect(responses.every((r) => !r.body.includes(s.stack.adminToken!))).toBe(true);
     const log = output.text();
     expect(log).toContain('dashboard_built'); // the capture works
     for (const c of [...credentials, s.stack.adminToken]) {

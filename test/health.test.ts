@@ -2,6 +2,7 @@ import { Kafka, logLevel, type Admin } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createClickHouse, type ClickHouseClient } from '../shared/clickhouse/clickhouse.ts';
 import { topicDefinitions, topicNames } from '../shared/kafka/topics.ts';
+import { captureProcessOutput } from './helpers/browser.ts';
 import { startHttpsReceiver, type HttpsReceiver } from './helpers/https-receiver.ts';
 import { metricSum } from './helpers/kafka-inspect.ts';
 import { TestStack, eventually, type TestTenant } from './helpers/stack.ts';
@@ -15,10 +16,13 @@ describe('health that tells the truth, under injected faults', () => {
   let t: TestTenant;
   let admin: Admin;
   let ch: ClickHouseClient;
+  let output: ReturnType<typeof captureProcessOutput>;
 
   beforeAll(async () => {
+    output = captureProcessOutput();
     rx = await startHttpsReceiver();
     s = await TestStack.start({
+      LOG_LEVEL: 'warn',
       CONSUMER_STALL_TIMEOUT_MS: String(STALL_MS),
       PRODUCER_FAILURES_UNHEALTHY: '2',
       WEBHOOK_RETRY_DELAYS_S: '1,1,1',
@@ -36,11 +40,21 @@ describe('health that tells the truth, under injected faults', () => {
     await admin?.disconnect();
     await s?.stop();
     await rx?.close();
+    output?.restore();
   });
 
+  /**
+   * /readyz's states, and what is wrong as the last `readiness_failed` log
+   * line says (the answer names failing checks only).
+   */
   const readyz = async () => {
     const r = await s.request('GET', '/readyz');
-    return { status: r.status, checks: r.body.checks as Record<string, string> };
+    const failed = output
+      .text()
+      .split('\n')
+      .filter((line) => line.includes('"msg":"readiness_failed"'))
+      .map((line) => JSON.parse(line) as { checks: Record<string, string> });
+    return { status: r.status, checks: r.body.checks as Record<string, string>, details: failed.at(-1)?.checks ?? {} };
   };
   const collect = async (visitor: string) => {
     const res = await eventually(async () => {
@@ -73,8 +87,10 @@ describe('health that tells the truth, under injected faults', () => {
         const r = await readyz();
         return r.status === 503 ? r : undefined;
       }, STALL_MS + 20_000, 250);
-      expect(down.checks.projector).toMatch(new RegExp(`^error: ${s.topicPrefix.replace('.', '\\.')}projector: stalled: work pending and no progress for \\d+ s`));
+      expect(down.checks.projector).toBe('error');
+      expect(down.details.projector).toMatch(new RegExp(`^error: ${s.topicPrefix.replace('.', '\\.')}projector: stalled: work pending and no progress for \\d+ s`));
       expect(down.checks.fanout).toBe('ok');
+      expect(down.details.fanout).toBeUndefined();
       const m = await s.request('GET', '/metrics');
       expect(metricSum(m.text, 'kafka_consumer_transient_failures_total', { group: `${s.topicPrefix}projector` })).toBeGreaterThan(0);
     } finally {
@@ -105,9 +121,10 @@ describe('health that tells the truth, under injected faults', () => {
       await collect('vis_producer_down');
       const down = await eventually(async () => {
         const r = await readyz();
-        return r.status === 503 && r.checks.fanout?.includes('fanout.deliveries: producer failing') ? r : undefined;
+        return r.status === 503 && r.details.fanout?.includes('fanout.deliveries: producer failing') ? r : undefined;
       }, 90_000, 500);
-      expect(down.checks.fanout).toMatch(/fanout\.deliveries: producer failing: \d+ requests in a row/);
+      expect(down.checks.fanout).toBe('error');
+      expect(down.details.fanout).toMatch(/fanout\.deliveries: producer failing: \d+ requests in a row/);
       const m = await s.request('GET', '/metrics');
       expect(metricSum(m.text, 'kafka_produce_failures_total', { producer: 'fanout', topic: attempts })).toBeGreaterThanOrEqual(2);
     } finally {
@@ -132,11 +149,12 @@ describe('health that tells the truth, under injected faults', () => {
     try {
       const down = await eventually(async () => {
         const r = await readyz();
-        return r.status === 503 && r.checks.config_store?.includes('crashing: ') ? r : undefined;
+        return r.status === 503 && r.details.config_store?.includes('crashing: ') ? r : undefined;
       }, STALL_MS + 60_000, 500);
-      expect(down.checks.config_store).toMatch(/^error: config_store: crashing: \d+ restarts in a row for \d+ s \(.+\)$/);
+      expect(down.checks.config_store).toBe('error');
+      expect(down.details.config_store).toMatch(/^error: config_store: crashing: \d+ restarts in a row for \d+ s \(.+\)$/);
       // Over the stall limit (10 s) of crashes, the waits (250 ms doubling) allow a handful of restarts, not ten a second.
-      const restarts = Number(/crashing: (\d+) restarts/.exec(down.checks.config_store!)![1]);
+      const restarts = Number(/crashing: (\d+) restarts/.exec(down.details.config_store!)![1]);
       expect(restarts).toBeGreaterThanOrEqual(2);
       expect(restarts).toBeLessThanOrEqual(12);
     } finally {

@@ -683,12 +683,15 @@ describe('read API, management API and intakes', () => {
       });
     });
 
-    it('answers 404 for an unknown visitor, 403 for another tenant\'s, 422 for a malformed id, 401 without a key', async () => {
+    it('answers 404 for an unknown visitor and for one only another tenant has seen, 422 for a malformed id, 401 without a key', async () => {
       const onlyB = `vis_onlyb_${rnd()}`;
       expect((await s.collect(B.player_key, [{ event_name: 'video_play', video_id: B.videoId, visitor_id: onlyB }])).status).toBe(202);
       await eventually(async () => ((await score(B, onlyB)).status === 200 ? true : undefined));
-      expectProblem(await score(A, onlyB), 403, /another tenant/);
-      expectProblem(await score(A, `vis_nobody_${rnd()}`), 404, /no events/);
+      const seenElsewhere = await score(A, onlyB);
+      const neverSeen = await score(A, `vis_nobody_${rnd()}`);
+      expectProblem(seenElsewhere, 404, /no events/);
+      expectProblem(neverSeen, 404, /no events/);
+      expect(seenElsewhere.body.detail).toBe(neverSeen.body.detail);
       for (const bad of ['abc', 'vis_', 'vis_a.b', `vis_${'a'.repeat(65)}`, 'VIS_abc', 'ses_abc', encodeURIComponent('vis_a b')]) {
         expectProblem(await score(A, bad), 422, /params\.visitor_id/);
       }
@@ -721,8 +724,8 @@ describe('read API, management API and intakes', () => {
 
       expectProblem(await events(A, B.videoId), 403);
       expectProblem(await events(B, A.videoId), 403);
-      expectProblem(await score(A, visB), 403);
-      expectProblem(await score(B, visA), 403);
+      expectProblem(await score(A, visB), 404);
+      expectProblem(await score(B, visA), 404);
 
       // A visitor seen by both: each tenant sees only its own factors.
       const a = await score(A, shared);

@@ -100,22 +100,22 @@ describe('security findings', () => {
     expectProblem(await signIn('', attacker), 401);
     // The right token still works from the same address, on both doors.
     expect((await s.request('GET', '/admin/v1/tenants', { token: s.stack.adminToken, headers: attacker })).status).toBe(200);
-    expect((await signIn(s.stack.adminToken, attacker)).status).toBe(200);
+    expect((await signIn(s.stack.adminToken!, attacker)).status).toBe(200);
     // Another client is not affected.
     expectProblem(await s.request('GET', '/admin/v1/tenants', { token: wrong, headers: asClient('198.51.100.8') }), 401);
   });
 
   it('marks the session cookie Secure behind a trusted TLS proxy (TRUST_PROXY), and only then', async () => {
-    const viaTls = await signIn(s.stack.adminToken, { 'x-forwarded-proto': 'https', 'x-forwarded-for': '192.0.2.10' });
+    const viaTls = await signIn(s.stack.adminToken!, { 'x-forwarded-proto': 'https', 'x-forwarded-for': '192.0.2.10' });
     expect(viaTls.status).toBe(200);
     expect(viaTls.headers.get('set-cookie')).toMatch(/;\s*Secure/i);
-    const plain = await signIn(s.stack.adminToken);
+    const plain = await signIn(s.stack.adminToken!);
     expect(plain.status).toBe(200);
     expect(plain.headers.get('set-cookie')).not.toMatch(/;\s*Secure/i);
   });
 
   it('keeps the dashboard API inside the management routes: encoded dot segments do not reach /metrics', async () => {
-    const signed = await signIn(s.stack.adminToken);
+    const signed = await signIn(s.stack.adminToken!);
     const cookie = (signed.headers.get('set-cookie') ?? '').split(';')[0]!;
     // Sent byte for byte (fetch would resolve dot segments before sending).
     for (const path of ['/dashboard/api/..%2F..%2Fmetrics', '/dashboard/api/..%2f..%2fmetrics', '/dashboard/api/%2E%2E/%2E%2E/metrics', '/dashboard/api/..%2F..%2Fadmin%2Fv1%2Ftenants']) {

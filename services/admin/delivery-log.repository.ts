@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import type { ClickHouseClient } from '../../shared/clickhouse/clickhouse.ts';
-import { chInt, chNullableInt, chUuid, parseRows } from '../../shared/clickhouse/rows.ts';
+import type { BoundedReads } from '../../shared/clickhouse/bounded-reads.ts';
+import { chInt, chNullableInt, chUuid} from '../../shared/clickhouse/rows.ts';
 import { DeliveryStatus } from './admin.schema.ts';
 
 export interface DeliverySummary {
@@ -69,10 +69,10 @@ const SecurityEventRow = z.object({
  * delivery's status is the state of its latest row; FINAL collapses replays.
  */
 export class DeliveryLogRepository {
-  readonly #ch: ClickHouseClient;
+  readonly #reads: BoundedReads;
 
-  constructor(ch: ClickHouseClient) {
-    this.#ch = ch;
+  constructor(reads: BoundedReads) {
+    this.#reads = reads;
   }
 
   async list(q: {
@@ -89,7 +89,7 @@ export class DeliveryLogRepository {
     const having = ['1'];
     if (q.status) having.push('status = {status:String}');
     if (q.before) having.push("(created_at_ms, delivery_id) < ({before_ts:Int64}, {before_id:UUID})");
-    const rs = await this.#ch.query({
+    const found = await this.#reads.rows('delivery list', SummaryRow, {
       query: `
         -- NOTE: aliases differ from column names: ClickHouse lets an alias
         -- shadow a column in WHERE, which would put aggregates there.
@@ -115,9 +115,8 @@ export class DeliveryLogRepository {
         before_id: q.before?.id,
         limit: q.limit,
       }),
-      format: 'JSONEachRow',
     });
-    return parseRows('delivery list', SummaryRow, await rs.json()).map((r) => ({
+    return found.map((r) => ({
       id: r.id,
       destination_id: r.dest_id,
       event_name: r.ev_name,
@@ -130,7 +129,7 @@ export class DeliveryLogRepository {
 
   /** Every row of one delivery in order, with the tenant that owns it. */
   async rows(deliveryId: string): Promise<{ tenant_id: string; destination_id: string; event_name: string; created_at: number; rows: AttemptRow[] } | undefined> {
-    const rs = await this.#ch.query({
+    const rows = await this.#reads.rows('delivery rows', AttemptRowSchema, {
       query: `
         SELECT toString(tenant_id) AS tenant_id, toString(destination_id) AS destination_id, event_name, toString(event_id) AS event_id,
                attempt, state, toUnixTimestamp64Milli(recorded_at) AS recorded_at,
@@ -141,9 +140,7 @@ export class DeliveryLogRepository {
         WHERE delivery_id = {id:UUID}
         ORDER BY recorded_at, attempt`,
       query_params: { id: deliveryId },
-      format: 'JSONEachRow',
     });
-    const rows = parseRows('delivery rows', AttemptRowSchema, await rs.json());
     const first = rows[0];
     if (!first) return undefined;
     return {
@@ -167,7 +164,7 @@ export class DeliveryLogRepository {
   }
 
   async securityEvents(q: { tenantId: string; before?: { ts: number; id: string }; limit: number }) {
-    const rs = await this.#ch.query({
+    const found = await this.#reads.rows('security events', SecurityEventRow, {
       query: `
         SELECT toString(id) AS id, kind, toString(endpoint_id) AS endpoint_id, host, event_id, event_name,
                toUnixTimestamp64Milli(occurred_at) AS occurred_at
@@ -177,8 +174,7 @@ export class DeliveryLogRepository {
         ORDER BY occurred_at DESC, id DESC
         LIMIT {limit:UInt32}`,
       query_params: defined({ tenant: q.tenantId, before_ts: q.before?.ts, before_id: q.before?.id, limit: q.limit }),
-      format: 'JSONEachRow',
     });
-    return parseRows('security events', SecurityEventRow, await rs.json()).map((r) => ({ ...r, tenant_id: q.tenantId }));
+    return found.map((r) => ({ ...r, tenant_id: q.tenantId }));
   }
 }

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { DestinationRecord } from '../../schemas/records.ts';
 import { WEBHOOK_EVENT_NAMES } from '../../shared/event-names.ts';
 import { DisplayName, isoTime } from '../../shared/http/schemas.ts';
-import { type SecretBox, secretHint } from '../../shared/secrets.ts';
+import { type SecretBox, secretHint, shownHint } from '../../shared/secrets.ts';
 
 /**
  * What a client may send for a destination, and how a stored destination is
@@ -91,7 +91,7 @@ export function destinationView(d: DestinationRecord) {
     name: d.name,
     url: d.url,
     events: d.events,
-    secret_masked: d.secret_hint,
+    secret_masked: shownHint(d.secret_hint),
     created_at: isoTime(d.created_at),
     updated_at: isoTime(d.updated_at),
   };

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import type { ClickHouseClient } from '../../shared/clickhouse/clickhouse.ts';
-import { chFloat, chInt, parseRows } from '../../shared/clickhouse/rows.ts';
+import type { BoundedReads } from '../../shared/clickhouse/bounded-reads.ts';
+import { chFloat, chInt } from '../../shared/clickhouse/rows.ts';
 import { factorsFrom, scoreV1, type ScoreFactors } from '../../shared/score.ts';
 
 export interface VideoStats {
@@ -30,7 +30,7 @@ const TotalsRow = z.object({
   unique_visitors: chInt,
 });
 const DailyRow = z.object({ day: z.iso.date(), loads: chInt, views: chInt, plays: chInt });
-const ReachedRow = z.object({ reached: chFloat });
+const RetentionRow = z.object({ viewers: chInt, reached: z.array(chInt) });
 const CandidateRow = z.object({
   visitor_id: z.string(),
   max_watched_percentage: chFloat,
@@ -45,45 +45,97 @@ const NO_TOTALS: z.infer<typeof TotalsRow> = { loads: 0, views: 0, plays: 0, cta
 const DAY_MS = 86_400_000;
 /** How many of a video's most recent visitors are scored for its leaderboard. */
 const MAX_CANDIDATES = 20_000;
+/** The retention curve's positions: 0, 5, …, 100 (% of the video). */
+export const RETENTION_POSITIONS = Array.from({ length: 21 }, (_, i) => i * 5);
+
+/**
+ * The furthest point (0–100) of each viewing session of a video: the highest
+ * watched_percentage of its events or the milestone it reached, for sessions
+ * with a play, a heartbeat or a milestone. Exported for the test that
+ * compares the curve with one computed from these rows.
+ */
+export const SESSION_REACH_SQL = `
+        SELECT max(greatest(watched_percentage, multiIf(
+                 event_name = 'watched_90_percent', 90, event_name = 'watched_75_percent', 75,
+                 event_name = 'watched_50_percent', 50, event_name = 'watched_25_percent', 25, 0))) AS reached
+        FROM events FINAL
+        WHERE tenant_id = {tenant:UUID} AND video_id = {video:UUID}
+        GROUP BY session_id
+        HAVING countIf(event_name IN ('video_play', 'heartbeat', 'watched_25_percent', 'watched_50_percent', 'watched_75_percent', 'watched_90_percent')) > 0`;
+
+/** Sessions at or past each position, from their furthest points (pure; the SQL below computes the same). */
+export function retentionCurve(viewers: number, reachedAt: (position: number, i: number) => number): Retention {
+  return {
+    viewers,
+    points: RETENTION_POSITIONS.map((position_pct, i) => {
+      const count = reachedAt(position_pct, i);
+      return { position_pct, viewers_pct: viewers === 0 ? 0 : Math.round((count / viewers) * 1000) / 10 };
+    }),
+  };
+}
+
+/**
+ * Score version 1 of shared/score.ts in SQL, over the sums of visitor_events,
+ * for ranking only: the same IEEE operations in the same order, and
+ * floor(x + 0.5) for Math.round (they differ only past 2^52 and at
+ * 0.49999999999999994, neither reachable here), so the order is the one
+ * scoreV1 gives. The answered scores are still computed by scoreV1.
+ */
+const SCORE_V1_SQL = `
+  floor(floor((
+      0.4 * (floor(least(1., greatest(0., max_watched_percentage / 100)) * 10000 + 0.5) / 10000)
+    + 0.2 * if(play_ms > 0, floor(least(1., greatest(0., focus_ms / play_ms)) * 10000 + 0.5) / 10000, 0.)
+    + 0.25 * least(greatest(cta_clicks, 0), 2) / 2
+    + 0.15 * least(greatest(rewinds, 0), 3) / 3
+  ) * 1e9 + 0.5) / 1e7 + 0.5)`;
 
 /**
  * Per-video analytics for the dashboard and /v1: counts over time, the
  * retention curve and the visitors with the highest Lead Intent Score.
- * Exact reads (FINAL) so replays never inflate a count.
+ * Exact reads (FINAL) so replays never inflate a count. Every aggregate is
+ * computed by ClickHouse; what comes back is at most one row per day, one
+ * curve, or a page of visitors.
  */
 export class AnalyticsRepository {
-  readonly #ch: ClickHouseClient;
+  readonly #reads: BoundedReads;
 
-  constructor(ch: ClickHouseClient) {
-    this.#ch = ch;
+  constructor(reads: BoundedReads) {
+    this.#reads = reads;
   }
 
-  async stats(tenantId: string, videoId: string, days: number, now = Date.now()): Promise<VideoStats> {
+  async stats(tenantId: string, videoId: string, days: number, signal?: AbortSignal, now = Date.now()): Promise<VideoStats> {
     const params = { tenant: tenantId, video: videoId };
-    const totalsRs = await this.#ch.query({
-      query: `
+    const [totals = NO_TOTALS] = await this.#reads.rows(
+      'video totals',
+      TotalsRow,
+      {
+        query: `
         SELECT countIf(event_name = 'player_loaded') AS loads, countIf(event_name = 'video_view') AS views,
                countIf(event_name = 'video_play') AS plays, countIf(event_name = 'cta_shown') AS cta_shown,
                countIf(event_name = 'cta_clicked') AS cta_clicked, countIf(event_name = 'watched_90_percent') AS completions,
                uniqExact(visitor_id) AS unique_visitors
         FROM events FINAL
         WHERE tenant_id = {tenant:UUID} AND video_id = {video:UUID}`,
-      query_params: params,
-      format: 'JSONEachRow',
-    });
-    const [totals = NO_TOTALS] = parseRows('video totals', TotalsRow, await totalsRs.json());
+        query_params: params,
+      },
+      signal,
+    );
     const firstDay = Math.floor(now / DAY_MS) * DAY_MS - (days - 1) * DAY_MS;
-    const dailyRs = await this.#ch.query({
-      query: `
+    const dailyRows = await this.#reads.rows(
+      'video daily counts',
+      DailyRow,
+      {
+        query: `
         SELECT toString(toDate(timestamp)) AS day, countIf(event_name = 'player_loaded') AS loads,
                countIf(event_name = 'video_view') AS views, countIf(event_name = 'video_play') AS plays
         FROM events FINAL
         WHERE tenant_id = {tenant:UUID} AND video_id = {video:UUID} AND timestamp >= fromUnixTimestamp64Milli({from:Int64}, 'UTC')
         GROUP BY day ORDER BY day`,
-      query_params: { ...params, from: firstDay },
-      format: 'JSONEachRow',
-    });
-    const byDay = new Map(parseRows('video daily counts', DailyRow, await dailyRs.json()).map((r) => [r.day, r]));
+        query_params: { ...params, from: firstDay },
+      },
+      signal,
+    );
+    const byDay = new Map(dailyRows.map((r) => [r.day, r]));
     const daily = Array.from({ length: days }, (_, i) => {
       const date = new Date(firstDay + i * DAY_MS).toISOString().slice(0, 10);
       const r = byDay.get(date);
@@ -95,49 +147,56 @@ export class AnalyticsRepository {
   /**
    * Share of viewing sessions (sessions that played) that reached each 5%
    * point of the video, from the furthest watched_percentage of any event
-   * and the milestones.
+   * and the milestones. ClickHouse counts the sessions at or past each
+   * point; one row comes back whatever the number of sessions.
    */
-  async retention(tenantId: string, videoId: string): Promise<Retention> {
-    const rs = await this.#ch.query({
-      query: `
-        SELECT max(greatest(watched_percentage, multiIf(
-                 event_name = 'watched_90_percent', 90, event_name = 'watched_75_percent', 75,
-                 event_name = 'watched_50_percent', 50, event_name = 'watched_25_percent', 25, 0))) AS reached
-        FROM events FINAL
-        WHERE tenant_id = {tenant:UUID} AND video_id = {video:UUID}
-        GROUP BY session_id
-        HAVING countIf(event_name IN ('video_play', 'heartbeat', 'watched_25_percent', 'watched_50_percent', 'watched_75_percent', 'watched_90_percent')) > 0`,
-      query_params: { tenant: tenantId, video: videoId },
-      format: 'JSONEachRow',
-    });
-    const reached = parseRows('retention', ReachedRow, await rs.json()).map((r) => r.reached);
-    const viewers = reached.length;
-    const points = Array.from({ length: 21 }, (_, i) => {
-      const position_pct = i * 5;
-      const count = reached.filter((r) => r >= position_pct).length;
-      return { position_pct, viewers_pct: viewers === 0 ? 0 : Math.round((count / viewers) * 1000) / 10 };
-    });
-    return { viewers, points };
+  async retention(tenantId: string, videoId: string, signal?: AbortSignal): Promise<Retention> {
+    const [row] = await this.#reads.rows(
+      'retention',
+      RetentionRow,
+      {
+        query: `
+        SELECT count() AS viewers,
+               sumForEach(arrayMap(p -> toUInt64(reached >= p), {positions:Array(UInt8)})) AS reached
+        FROM (${SESSION_REACH_SQL})`,
+        query_params: { tenant: tenantId, video: videoId, positions: RETENTION_POSITIONS },
+      },
+      signal,
+    );
+    // No viewing session: sumForEach of nothing is an empty array.
+    return retentionCurve(row?.viewers ?? 0, (_p, i) => row?.reached[i] ?? 0);
   }
 
-  /** The video's visitors ranked by their (tenant-wide) Lead Intent Score. */
-  async topVisitors(tenantId: string, videoId: string, limit: number): Promise<TopVisitor[]> {
-    const rs = await this.#ch.query({
-      query: `
-        SELECT visitor_id,
-               max(watched_percentage) AS max_watched_percentage, sum(play_ms) AS play_ms, sum(focus_ms) AS focus_ms,
-               countIf(event_name = 'cta_clicked') AS cta_clicks, sum(is_rewind) AS rewinds,
-               toUnixTimestamp64Milli(max(timestamp)) AS last_ts
-        FROM visitor_events FINAL
-        WHERE tenant_id = {tenant:UUID} AND visitor_id IN (
-          SELECT visitor_id FROM events
-          WHERE tenant_id = {tenant:UUID} AND video_id = {video:UUID}
-          GROUP BY visitor_id ORDER BY max(timestamp) DESC LIMIT {candidates:UInt32})
-        GROUP BY visitor_id`,
-      query_params: { tenant: tenantId, video: videoId, candidates: MAX_CANDIDATES },
-      format: 'JSONEachRow',
-    });
-    return parseRows('top visitors', CandidateRow, await rs.json())
+  /**
+   * The video's visitors ranked by their (tenant-wide) Lead Intent Score.
+   * ClickHouse ranks by score and newest event and keeps the first `limit`
+   * with their ties; the ties are ordered by visitor id here, as before.
+   */
+  async topVisitors(tenantId: string, videoId: string, limit: number, signal?: AbortSignal): Promise<TopVisitor[]> {
+    const rows = await this.#reads.rows(
+      'top visitors',
+      CandidateRow,
+      {
+        query: `
+        SELECT visitor_id, max_watched_percentage, play_ms, focus_ms, cta_clicks, rewinds, last_ts
+        FROM (
+          SELECT visitor_id,
+                 max(watched_percentage) AS max_watched_percentage, sum(play_ms) AS play_ms, sum(focus_ms) AS focus_ms,
+                 countIf(event_name = 'cta_clicked') AS cta_clicks, sum(is_rewind) AS rewinds,
+                 toUnixTimestamp64Milli(max(timestamp)) AS last_ts
+          FROM visitor_events FINAL
+          WHERE tenant_id = {tenant:UUID} AND visitor_id IN (
+            SELECT visitor_id FROM events
+            WHERE tenant_id = {tenant:UUID} AND video_id = {video:UUID}
+            GROUP BY visitor_id ORDER BY max(timestamp) DESC LIMIT {candidates:UInt32})
+          GROUP BY visitor_id)
+        ORDER BY ${SCORE_V1_SQL} DESC, last_ts DESC
+        LIMIT {limit:UInt32} WITH TIES`,
+        query_params: { tenant: tenantId, video: videoId, candidates: MAX_CANDIDATES, limit },
+      },
+      signal,
+    );
+    return rows
       .map((r) => {
         const factors = factorsFrom(r);
         return { visitor_id: r.visitor_id, score: scoreV1(factors), factors, computed_at: r.last_ts };

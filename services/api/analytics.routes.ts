@@ -3,11 +3,12 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { VideoRecord } from '../../schemas/records.ts';
 import { Problem, isoTime } from '../../shared/http/schemas.ts';
+import { clientGoneSignal } from '../../shared/http/client-gone.ts';
 import { toVideoId } from '../../shared/ids.ts';
 import { RetentionCurve, Stats, TopVisitors } from './analytics.schema.ts';
 import type { AnalyticsRepository } from './analytics.repository.ts';
 
-const errors = { 401: Problem, 403: Problem, 404: Problem, 422: Problem, 429: Problem };
+const errors = { 401: Problem, 403: Problem, 404: Problem, 422: Problem, 429: Problem, 503: Problem };
 
 export interface AnalyticsRoutesOptions {
   /** Path of the video, relative to the mount point. */
@@ -39,9 +40,9 @@ export async function analyticsRoutes(app: FastifyInstance, opts: AnalyticsRoute
         response: { 200: Stats, ...errors },
       },
     },
-    async (req) => {
+    async (req, reply) => {
       const video = opts.videoOf(req);
-      const stats = await opts.analytics.stats(video.tenant_id, video.id, req.query.days);
+      const stats = await opts.analytics.stats(video.tenant_id, video.id, req.query.days, clientGoneSignal(reply));
       return { video_id: toVideoId(video.id), ...stats };
     },
   );
@@ -56,9 +57,10 @@ export async function analyticsRoutes(app: FastifyInstance, opts: AnalyticsRoute
         response: { 200: RetentionCurve, ...errors },
       },
     },
-    async (req) => {
+    async (req, reply) => {
       const video = opts.videoOf(req);
-      return { video_id: toVideoId(video.id), duration_sec: video.duration_sec, ...(await opts.analytics.retention(video.tenant_id, video.id)) };
+      const curve = await opts.analytics.retention(video.tenant_id, video.id, clientGoneSignal(reply));
+      return { video_id: toVideoId(video.id), duration_sec: video.duration_sec, ...curve };
     },
   );
 
@@ -72,9 +74,9 @@ export async function analyticsRoutes(app: FastifyInstance, opts: AnalyticsRoute
         response: { 200: TopVisitors, ...errors },
       },
     },
-    async (req) => {
+    async (req, reply) => {
       const video = opts.videoOf(req);
-      const top = await opts.analytics.topVisitors(video.tenant_id, video.id, req.query.limit);
+      const top = await opts.analytics.topVisitors(video.tenant_id, video.id, req.query.limit, clientGoneSignal(reply));
       return { data: top.map((v) => ({ ...v, computed_at: isoTime(v.computed_at) })) };
     },
   );

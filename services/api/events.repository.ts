@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import type { ClickHouseClient } from '../../shared/clickhouse/clickhouse.ts';
-import { chFloat, chInt, chUuid, parseRows } from '../../shared/clickhouse/rows.ts';
+import type { BoundedReads } from '../../shared/clickhouse/bounded-reads.ts';
+import { chFloat, chInt, chUuid } from '../../shared/clickhouse/rows.ts';
 import { PLAYER_SIGNALS } from '../../shared/event-names.ts';
 import type { FactorInputs } from '../../shared/score.ts';
 import { readDistinct } from './event-page.ts';
@@ -14,7 +14,6 @@ export interface EventRow {
 
 const EventPageRow = z.object({ event_name: z.string(), visitor_id: z.string(), ts: chInt, id_text: chUuid });
 const VisitorFactorsRow = z.object({
-  tenant_id: chUuid,
   max_watched_percentage: chFloat,
   play_ms: chInt,
   focus_ms: chInt,
@@ -78,53 +77,50 @@ export function eventPageQuery(q: Omit<EventPageQuery, 'limit'>, rows: number): 
 }
 
 /**
- * The SQL of a visitor's factor inputs (exported for the benchmark).
+ * The SQL of a visitor's factor inputs in one tenant (exported for the
+ * benchmark). Visitor ids are chosen by players, not owned: only the
+ * caller's tenant is read, so whether another tenant has seen the id never
+ * shows.
  *
  * NOTE: FINAL stays here. It merges one visitor's key range only (a granule
  * or two per part, however large the table), and the sums must not count a
  * replay's copies.
  */
-export function visitorFactorsQuery(visitorId: string): { query: string; query_params: Record<string, unknown> } {
+export function visitorFactorsQuery(tenantId: string, visitorId: string): { query: string; query_params: Record<string, unknown> } {
   return {
     query: `
-        SELECT toString(tenant_id) AS tenant_id,
-               max(watched_percentage) AS max_watched_percentage,
+        SELECT max(watched_percentage) AS max_watched_percentage,
                sum(play_ms) AS play_ms,
                sum(focus_ms) AS focus_ms,
                countIf(event_name = 'cta_clicked') AS cta_clicks,
                sum(is_rewind) AS rewinds,
                toUnixTimestamp64Milli(max(timestamp)) AS last_ts
         FROM visitor_events FINAL
-        WHERE visitor_id = {visitor:String}
+        WHERE visitor_id = {visitor:String} AND tenant_id = {tenant:UUID}
         GROUP BY tenant_id`,
-    query_params: { visitor: visitorId },
+    query_params: { visitor: visitorId, tenant: tenantId },
   };
 }
 
-/** ClickHouse reads of the API. Both stay exact while a replay's copies are unmerged. */
+/** ClickHouse reads of the API, bounded (shared/clickhouse/bounded-reads.ts). Both stay exact while a replay's copies are unmerged. */
 export class EventsRepository {
-  readonly #ch: ClickHouseClient;
+  readonly #reads: BoundedReads;
 
-  constructor(ch: ClickHouseClient) {
-    this.#ch = ch;
+  constructor(reads: BoundedReads) {
+    this.#reads = reads;
   }
 
   /** One keyset page of a video's events ordered by (timestamp, event_id), signals excluded, each event once. */
-  async page(q: EventPageQuery): Promise<EventRow[]> {
+  async page(q: EventPageQuery, signal?: AbortSignal): Promise<EventRow[]> {
     return readDistinct(q.limit, q.after, async (after, rows) => {
-      const rs = await this.#ch.query({ ...eventPageQuery({ ...q, after }, rows), format: 'JSONEachRow' });
-      return parseRows('events page', EventPageRow, await rs.json()).map((r) => ({
-        event_name: r.event_name,
-        visitor_id: r.visitor_id,
-        ts: r.ts,
-        event_id: r.id_text,
-      }));
+      const found = await this.#reads.rows('events page', EventPageRow, eventPageQuery({ ...q, after }, rows), signal);
+      return found.map((r) => ({ event_name: r.event_name, visitor_id: r.visitor_id, ts: r.ts, event_id: r.id_text }));
     });
   }
 
-  /** The visitor's factor inputs per tenant that has seen them (for 403 vs 404). */
-  async visitorFactors(visitorId: string): Promise<(FactorInputs & { tenant_id: string; last_ts: number })[]> {
-    const rs = await this.#ch.query({ ...visitorFactorsQuery(visitorId), format: 'JSONEachRow' });
-    return parseRows('visitor factors', VisitorFactorsRow, await rs.json());
+  /** The visitor's factor inputs in the tenant; undefined when the tenant has no event of theirs. */
+  async visitorFactors(tenantId: string, visitorId: string, signal?: AbortSignal): Promise<(FactorInputs & { last_ts: number }) | undefined> {
+    const [row] = await this.#reads.rows('visitor factors', VisitorFactorsRow, visitorFactorsQuery(tenantId, visitorId), signal);
+    return row;
   }
 }

@@ -3,6 +3,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { ConfigStore } from '../../shared/config-store/config-store.ts';
 import { cursorCodec } from '../../shared/cursor.ts';
 import { readCursor } from '../../shared/http/cursor-param.ts';
+import { clientGoneSignal } from '../../shared/http/client-gone.ts';
 import { shortName } from '../../shared/event-names.ts';
 import { Problem, isoTime } from '../../shared/http/schemas.ts';
 import { ApiError } from '../../shared/http/errors.ts';
@@ -20,7 +21,7 @@ export interface ReadApiRoutesOptions {
   cursorSecret: string;
 }
 
-const errors = { 401: Problem, 403: Problem, 404: Problem, 422: Problem, 429: Problem };
+const errors = { 401: Problem, 403: Problem, 404: Problem, 422: Problem, 429: Problem, 503: Problem };
 const security = [{ apiKey: [] }];
 
 /**
@@ -86,7 +87,7 @@ export async function readApiRoutes(root: FastifyInstance, deps: ReadApiRoutesOp
         response: { 200: page(VideoEvent), ...errors },
       },
     },
-    async (req) => {
+    async (req, reply) => {
       const tenantId = req.principal!.tenantId;
       const video = ownedVideo(tenantId, req.params.video_id);
       const { limit, since, cursor } = req.query;
@@ -96,7 +97,7 @@ export async function readApiRoutes(root: FastifyInstance, deps: ReadApiRoutesOp
             p[0] === video.id && typeof p[1] === 'number' && typeof p[2] === 'string' && isUuid(p[2]) ? { ts: p[1], id: p[2] } : undefined,
           )
         : undefined;
-      const rows = await deps.events.page({ tenantId, videoId: video.id, sinceMs, after, limit: limit + 1 });
+      const rows = await deps.events.page({ tenantId, videoId: video.id, sinceMs, after, limit: limit + 1 }, clientGoneSignal(reply));
       const items = rows.slice(0, limit);
       const last = items.at(-1);
       return {
@@ -119,15 +120,14 @@ export async function readApiRoutes(root: FastifyInstance, deps: ReadApiRoutesOp
         response: { 200: VisitorScore, ...errors },
       },
     },
-    async (req) => {
+    async (req, reply) => {
       const tenantId = req.principal!.tenantId;
       const visitorId = req.params.visitor_id;
-      const perTenant = await deps.events.visitorFactors(visitorId);
-      const mine = perTenant.find((r) => r.tenant_id === tenantId);
-      if (!mine) {
-        if (perTenant.length > 0) throw new ApiError('forbidden', 'the visitor belongs to another tenant');
-        throw new ApiError('not_found', 'no events for this visitor');
-      }
+      // Visitor ids are chosen by players, so another tenant's events under
+      // the same id are not a resource of that tenant: only the caller's
+      // own events count, and none is 404 whoever else has seen the id.
+      const mine = await deps.events.visitorFactors(tenantId, visitorId, clientGoneSignal(reply));
+      if (!mine) throw new ApiError('not_found', 'no events for this visitor');
       const factors = factorsFrom(mine);
       return { visitor_id: visitorId, score: scoreV1(factors), factors, computed_at: isoTime(mine.last_ts), score_version: SCORE_VERSION };
     },

@@ -1,5 +1,6 @@
 import type { Producer } from 'kafkajs';
 import type { SchemaRegistry } from '../../schemas/registry.ts';
+import { BoundedReads } from '../../shared/clickhouse/bounded-reads.ts';
 import type { ClickHouseClient } from '../../shared/clickhouse/clickhouse.ts';
 import type { Config } from '../../shared/config.ts';
 import type { ConfigStore, ConfigWriter } from '../../shared/config-store/config-store.ts';
@@ -32,6 +33,10 @@ export type HttpConfig = Pick<
   | 'INGEST_MAX_IN_FLIGHT_REQUESTS'
   | 'PLAYER_KEY_EVENTS_PER_MINUTE'
   | 'CLIENT_ADDRESS_REQUESTS_PER_MINUTE'
+  | 'READ_MAX_EXECUTION_MS'
+  | 'READ_MAX_MEMORY_BYTES'
+  | 'READ_MAX_RESULT_ROWS'
+  | 'CLICKHOUSE_URL'
 >;
 
 /** The one Fastify app of a process, as the configuration sets it up; no routes of the services yet. */
@@ -73,6 +78,12 @@ export async function mountHttpServices(app: App, deps: HttpServicesDeps): Promi
   const services = new Set(deps.config.SERVICES);
   const { store, writer, registry, log, metrics } = deps;
   const auth = apiKeyAuth({ store, writer, log });
+  const reads = (ch: ClickHouseClient) =>
+    new BoundedReads(ch, {
+      maxExecutionMs: deps.config.READ_MAX_EXECUTION_MS,
+      maxMemoryBytes: deps.config.READ_MAX_MEMORY_BYTES,
+      maxResultRows: deps.config.READ_MAX_RESULT_ROWS,
+    }, { server: deps.config.CLICKHOUSE_URL !== undefined });
   const mounted: Stoppable[] = [];
   const limits = { playerKeyEventsPerMinute: deps.config.PLAYER_KEY_EVENTS_PER_MINUTE, clientAddressRequestsPerMinute: deps.config.CLIENT_ADDRESS_REQUESTS_PER_MINUTE };
   if (services.has('ingest')) {
@@ -82,30 +93,31 @@ export async function mountHttpServices(app: App, deps: HttpServicesDeps): Promi
   }
   if (services.has('api')) {
     const ch = required(deps.clickhouse, 'clickhouse', 'api');
-    const api = startApi({ app, store, events: new EventsRepository(ch), analytics: new AnalyticsRepository(ch), cursorSecret: deps.secrets.cursorSecret, apiKeyAuth: auth });
+    const api = startApi({ app, store, events: new EventsRepository(reads(ch)), analytics: new AnalyticsRepository(reads(ch)), cursorSecret: required(deps.secrets.cursorSecret, 'CURSOR_SECRET', 'api'), apiKeyAuth: auth });
     mounted.push({ name: 'api', ...api });
   }
   if (services.has('admin')) {
     const ch = required(deps.clickhouse, 'clickhouse', 'admin');
+    const adminToken = required(deps.secrets.adminToken, 'ADMIN_TOKEN', 'admin');
     const admin = startAdmin({
       app,
       store,
       writer,
-      adminToken: deps.secrets.adminToken,
+      adminToken,
       webhooks: {
         registry,
         producer: required(deps.adminProducer, 'adminProducer', 'admin'),
         topics: deps.topics,
-        secrets: deps.secrets.secretBox,
-        log: new DeliveryLogRepository(ch),
-        cursorSecret: deps.secrets.cursorSecret,
+        secrets: required(deps.secrets.secretBox, 'SECRETS_KEY', 'admin'),
+        log: new DeliveryLogRepository(reads(ch)),
+        cursorSecret: required(deps.secrets.cursorSecret, 'CURSOR_SECRET', 'admin'),
         maxDestinationsPerTenant: deps.config.MAX_DESTINATIONS_PER_TENANT,
       },
-      analytics: new AnalyticsRepository(ch),
+      analytics: new AnalyticsRepository(reads(ch)),
       intakeLimits: limits,
     });
     mounted.push({ name: 'admin', stop: admin.stop });
-    mounted.push({ name: 'dashboard', ...(await startDashboard({ app, adminToken: deps.secrets.adminToken, log, admin })) });
+    mounted.push({ name: 'dashboard', ...(await startDashboard({ app, adminToken, log, admin })) });
   }
   return mounted;
 }

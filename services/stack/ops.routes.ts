@@ -1,7 +1,8 @@
 import type { FastifyInstance } from 'fastify';
+import type { Logger } from '../../shared/logger.ts';
 import type { Metrics } from '../../shared/metrics.ts';
 import { withTimeout } from '../../shared/timeout.ts';
-import { readiness, type HealthSource } from './readiness.ts';
+import { publicReadiness, readiness, type HealthSource } from './readiness.ts';
 
 /** A reachability check of a dependency (Kafka, ClickHouse) for /readyz. */
 export interface Probe {
@@ -30,15 +31,19 @@ export interface OpsRoutesOptions {
   /** Asked on every /readyz, in this order, after the probes. */
   components: readonly HealthSource[];
   metrics: Metrics;
+  /** Where the failing checks' text goes, once each time it changes. */
+  log: Logger;
 }
 
 /**
  * GET /healthz (the process answers), GET /readyz (200 ready, 503 naming
- * every failing check) and GET /metrics (Prometheus); none in the OpenAPI
- * document, none behind a credential.
+ * every failing check, by name and state only: what is wrong is logged) and
+ * GET /metrics (Prometheus); none in the OpenAPI document, none behind a
+ * credential.
  */
 export async function opsRoutes(app: FastifyInstance, opts: OpsRoutesOptions): Promise<void> {
   app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
+  let lastFailing = '{}';
   app.get('/readyz', { schema: { hide: true } }, async (_req, reply) => {
     const results: Record<string, string> = {};
     for (const p of opts.probes) results[p.name] = await p.check();
@@ -46,7 +51,15 @@ export async function opsRoutes(app: FastifyInstance, opts: OpsRoutesOptions): P
       results,
       opts.components.map((c) => ({ name: c.name, problems: c.problems() })),
     );
-    return reply.code(ready ? 200 : 503).send(body);
+    // Logged when the failing checks change, not at every poll of a health checker.
+    const failing = Object.fromEntries(Object.entries(body.checks).filter(([, check]) => check !== 'ok'));
+    const text = JSON.stringify(failing);
+    if (text !== lastFailing) {
+      if (ready) opts.log.info('readiness_ok');
+      else opts.log.warn({ checks: failing }, 'readiness_failed');
+      lastFailing = text;
+    }
+    return reply.code(ready ? 200 : 503).send(publicReadiness(body));
   });
   app.get('/metrics', { schema: { hide: true } }, async (_req, reply) => {
     return reply.header('Content-Type', opts.metrics.registry.contentType).send(await opts.metrics.registry.metrics());

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { componentCheck, readiness } from './readiness.ts';
+import { componentCheck, publicReadiness, readiness } from './readiness.ts';
 
 describe('readiness', () => {
   it('is ready when every probe and component is ok, listing probes first, then components in order', () => {
@@ -32,5 +32,13 @@ describe('readiness', () => {
     expect(readiness({}, []).ready).toBe(true);
     expect(componentCheck({})).toBe('ok');
     expect(componentCheck({ config_store: 'not running' })).toBe('error: config_store: not running');
+  });
+
+  it('answers anyone the states only, never the text of what is wrong', () => {
+    const r = readiness({ kafka: 'error: connect ECONNREFUSED 10.1.2.3:9092', clickhouse: 'error: Authentication failed: password is incorrect for user analytics' }, [
+      { name: 'fanout', problems: {} },
+    ]);
+    expect(publicReadiness(r.body)).toEqual({ status: 'not_ready', checks: { kafka: 'error', clickhouse: 'error', fanout: 'ok' } });
+    expect(JSON.stringify(publicReadiness(r.body))).not.toMatch(/10\.1\.2\.3|analytics|password/);
   });
 });

@@ -19,6 +19,24 @@ export interface ReadinessBody {
   checks: Record<string, string>;
 }
 
+/** What /readyz answers anyone: each check's state, never what is wrong. */
+export interface PublicReadinessBody {
+  status: 'ready' | 'not_ready';
+  checks: Record<string, 'ok' | 'error'>;
+}
+
+/**
+ * The body without the problems' text. /readyz needs no credential, and
+ * the text of a driver's error names hosts, ports, users and databases;
+ * it goes to the log instead (ops.routes.ts).
+ */
+export function publicReadiness(body: ReadinessBody): PublicReadinessBody {
+  return {
+    status: body.status,
+    checks: Object.fromEntries(Object.entries(body.checks).map(([name, check]) => [name, check === 'ok' ? 'ok' : 'error'])),
+  };
+}
+
 /** One component's check: `ok`, or `error: part: why; part: why`. */
 export function componentCheck(problems: Problems): string {
   const entries = Object.entries(problems);

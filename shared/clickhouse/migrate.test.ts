@@ -36,7 +36,7 @@ describe('migrate (embedded ClickHouse)', () => {
 
   const showCreate = async (table: string) => (await (await ch.query({ query: `SHOW CREATE TABLE ${table}`, format: 'JSONEachRow' })).json<{ statement: string }>())[0]!.statement;
   const factors = async (visitor: string) => {
-    const q = visitorFactorsQuery(visitor);
+    const q = visitorFactorsQuery('11111111-1111-4111-8111-111111111111', visitor);
     return (await ch.query({ ...q, format: 'JSONEachRow' })).json();
   };
 

@@ -16,8 +16,11 @@ export const ERRORS = {
   unsupported_media_type: { status: 415, title: 'Unsupported content type' },
   validation_failed: { status: 422, title: 'Invalid request' },
   rate_limited: { status: 429, title: 'Rate limit exceeded' },
+  /** Nobody receives it: the client left before the answer (the status nginx logs for that). */
+  client_closed_request: { status: 499, title: 'Client closed the request' },
   internal: { status: 500, title: 'Internal server error' },
   unavailable: { status: 503, title: 'Service temporarily unavailable' },
+  read_limit_exceeded: { status: 503, title: 'Read over its bound' },
 } as const;
 
 export type ErrorCode = keyof typeof ERRORS;

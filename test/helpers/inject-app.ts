@@ -96,6 +96,7 @@ export class InjectStack {
   }
 
   get adminToken(): string {
+    if (!this.#b.secrets.adminToken) throw new Error('this stack runs no admin service');
     return this.#b.secrets.adminToken;
   }
 

@@ -1,0 +1,123 @@
+import type { z } from 'zod';
+import { ApiError } from '../http/errors.ts';
+import type { ClickHouseClient } from './clickhouse.ts';
+import { parseRows } from './rows.ts';
+
+/** How far one read query of the API may go in ClickHouse (READ_MAX_* settings). */
+export interface ReadBounds {
+  /** max_execution_time, in milliseconds. */
+  maxExecutionMs: number;
+  /** max_memory_usage, in bytes. */
+  maxMemoryBytes: number;
+  /** max_result_rows of the final result (ClickHouse does not apply it to subqueries). */
+  maxResultRows: number;
+}
+
+/** One read: its SQL (which may end in a SETTINGS clause of its own) and bound parameters. */
+export interface ReadQuery {
+  query: string;
+  query_params: Record<string, unknown>;
+}
+
+/**
+ * The bounds as a SETTINGS clause's entries. They go into the SQL, not into
+ * clickhouse_settings: the embedded engine's connection turns those into SET
+ * statements, which would stay on its one session for every later query.
+ */
+export function boundSettings(b: ReadBounds): string {
+  return [
+    `max_execution_time = ${b.maxExecutionMs / 1000}`,
+    "timeout_overflow_mode = 'throw'",
+    `max_memory_usage = ${b.maxMemoryBytes}`,
+    `max_result_rows = ${b.maxResultRows}`,
+    "result_overflow_mode = 'throw'",
+  ].join(', ');
+}
+
+/** `sql` with the bounds added to its trailing SETTINGS clause, or with one of its own. */
+export function withBounds(sql: string, b: ReadBounds): string {
+  const trimmed = sql.trimEnd();
+  // A SETTINGS clause ends the statement and holds only `name = literal` entries.
+  const hasSettings = /\bSETTINGS\s+\w+\s*=\s*[\w.']+(\s*,\s*\w+\s*=\s*[\w.']+)*$/i.test(trimmed);
+  return hasSettings ? `${trimmed}, ${boundSettings(b)}` : `${trimmed}\nSETTINGS ${boundSettings(b)}`;
+}
+
+/** Which bound an engine error reports, if it is one of them. */
+export function exceededBound(err: unknown): 'time' | 'memory' | 'rows' | undefined {
+  const e = err as { type?: unknown; code?: unknown };
+  switch (e?.type ?? undefined) {
+    case 'TIMEOUT_EXCEEDED':
+    case 'TOO_SLOW':
+      return 'time';
+    case 'MEMORY_LIMIT_EXCEEDED':
+      return 'memory';
+    case 'TOO_MANY_ROWS_OR_BYTES':
+      return 'rows';
+  }
+  return undefined;
+}
+
+const NARROW = {
+  time: 'the read took longer than this service allows for one query',
+  memory: 'the read needed more memory than this service allows for one query',
+  rows: 'the read answered more rows than this service allows for one query',
+} as const;
+
+/**
+ * The API's reads, each with the deployment's bounds and cancelled with its
+ * request: a read over a bound answers `read_limit_exceeded` (503) naming
+ * the bound; a read whose client has gone is given up.
+ *
+ * NOTE: what giving up does depends on the engine. Against a server, the
+ * client closes the query's HTTP request, and each read is sent read-only
+ * with cancel_http_readonly_queries_on_client_close, so the server stops
+ * it. The embedded engine cannot interrupt
+ * a query once it runs: the promise settles at once and the engine finishes
+ * the query in the background, bounded by max_execution_time; reads with
+ * parameters run one at a time, and one whose client has gone before its
+ * turn is never started (docs/security.md, Reads).
+ */
+export class BoundedReads {
+  readonly #ch: ClickHouseClient;
+  readonly #bounds: ReadBounds;
+  readonly #server: boolean;
+
+  /** `server`: `ch` talks to a ClickHouse server (CLICKHOUSE_URL), not to the embedded engine. */
+  constructor(ch: ClickHouseClient, bounds: ReadBounds, opts: { server: boolean }) {
+    this.#ch = ch;
+    this.#bounds = bounds;
+    this.#server = opts.server;
+  }
+
+  /** The rows of `q`, each parsed with `schema`; `name` names the read in errors. */
+  async rows<T extends z.ZodType>(name: string, schema: T, q: ReadQuery, signal?: AbortSignal): Promise<z.output<T>[]> {
+    if (signal?.aborted) throw clientGone();
+    try {
+      const rs = await this.#ch.query({
+        query: withBounds(q.query, this.#bounds),
+        query_params: q.query_params,
+        format: 'JSONEachRow',
+        abort_signal: signal,
+        // NOTE: server only. These go to a server as parameters of the one
+        // request; the embedded connection would SET them on its session,
+        // and a read-only session would refuse the projector's inserts.
+        clickhouse_settings: this.#server ? { readonly: '2', cancel_http_readonly_queries_on_client_close: 1 } : undefined,
+      });
+      return parseRows(name, schema, await rs.json());
+    } catch (err) {
+      if (signal?.aborted) throw clientGone();
+      const bound = exceededBound(err);
+      if (bound) {
+        throw new ApiError('read_limit_exceeded', `${NARROW[bound]}: narrow the request (fewer days, a later since, a smaller limit) or retry later`, {
+          headers: { 'retry-after': '5' },
+        });
+      }
+      throw err;
+    }
+  }
+}
+
+/** The answer to a request whose client has gone; nobody receives it. */
+function clientGone(): ApiError {
+  return new ApiError('client_closed_request', 'the client closed the request before the answer');
+}
