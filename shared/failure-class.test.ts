@@ -9,11 +9,10 @@ const clickhouse = (code: number, type: string, message: string) => parseError(`
 
 /** chdb's error shape: a number `clickhouseCode`, the engine's error as `cause` of the client's. */
 class ChdbQueryError extends Error {
-  constructor(
-    message: string,
-    readonly clickhouseCode: number,
-  ) {
+  readonly clickhouseCode: number;
+  constructor(message: string, clickhouseCode: number) {
     super(message);
+    this.clickhouseCode = clickhouseCode;
   }
 }
 
