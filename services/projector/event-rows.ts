@@ -33,6 +33,14 @@ export function eventRow(e: PlayerEventRecord) {
   };
 }
 
+/**
+ * The last instant a DateTime64(3) column holds (2299-12-31 23:59:59.999):
+ * the engine stores later values wrapped, and JavaScript cannot format
+ * some of them at all. The intake never accepts such a time; a record
+ * holding one came from elsewhere and is refused as it is decoded.
+ */
+export const LATEST_EVENT_TIME = Date.UTC(2300, 0, 1) - 1;
+
 /** The columns of `events` the projector writes, in the order of an `eventLine`'s values. */
 export const EVENT_COLUMNS = [
   'tenant_id',
@@ -115,4 +123,54 @@ export function retryCandidate(e: PlayerEventRecord, line: string): RetryCandida
  */
 export function candidateLine(c: RetryCandidate): string {
   return c.timestamp === c.received_at ? c.line : eventLine(c.record, c.timestamp);
+}
+
+/**
+ * The most month partitions of `events` (PARTITION BY toYYYYMM(timestamp))
+ * one insert touches: the engine refuses an insert block spanning more than
+ * its max_partitions_per_insert_block (100 by default), and retrying the
+ * same block can never succeed.
+ */
+export const MONTHS_PER_INSERT = 100;
+
+/**
+ * The `YYYY-MM` of an eventLine's timestamp: its third value, after
+ * `["<tenant uuid>","<video uuid>","` (a UUID holds nothing JSON escapes,
+ * so the fifth quote opens it).
+ */
+export function lineMonth(line: string): string {
+  let at = -1;
+  for (let i = 0; i < 5; i++) at = line.indexOf('"', at + 1);
+  return line.slice(at + 1, at + 8);
+}
+
+/**
+ * `lines` as inserts that each touch at most `maxMonths` months: all of
+ * them as one when they do (the usual case: the intake's window spans two
+ * or three months), else whole months together, so a replay of events from
+ * many years still inserts.
+ */
+export function linesByMonths(lines: string[], maxMonths = MONTHS_PER_INSERT): string[][] {
+  const months = new Map<string, string[]>();
+  for (const line of lines) {
+    const month = lineMonth(line);
+    const group = months.get(month);
+    if (group) group.push(line);
+    else months.set(month, [line]);
+  }
+  if (months.size <= maxMonths) return [lines];
+  const inserts: string[][] = [];
+  let current: string[] = [];
+  let count = 0;
+  for (const group of months.values()) {
+    if (count === maxMonths) {
+      inserts.push(current);
+      current = [];
+      count = 0;
+    }
+    for (const line of group) current.push(line);
+    count++;
+  }
+  inserts.push(current);
+  return inserts;
 }
