@@ -71,12 +71,14 @@ describe('hostile but well-formed input', () => {
     await eventually(
       async () => {
         const r = await s.request('GET', '/readyz');
-        if (r.status !== 200) notReady.push(r.text);
+        if (r.status !== 200) notReady.push(`${r.status} ${r.text}`);
         return (await groupLags(admin, groups)).every((p) => p.lag === 0) ? true : undefined;
       },
       timeoutMs,
       250,
-    );
+    ).catch((err: Error) => {
+      throw new Error(`${err.message}; last /readyz: ${notReady.at(-1) ?? '200'}`);
+    });
     return { notReady };
   };
 
