@@ -86,6 +86,8 @@ describe('lineMonth', () => {
     fc.assert(
       fc.property(record, (r) => {
         expect(lineMonth(eventLine(r))).toBe(chTime(r.timestamp).slice(0, 7));
+        // Ids of another length than a UUID's are found by their quotes.
+        expect(lineMonth(eventLine({ ...r, tenant_id: 't', video_id: `v${r.video_id}` }))).toBe(chTime(r.timestamp).slice(0, 7));
       }),
     );
   });

@@ -134,23 +134,50 @@ export function candidateLine(c: RetryCandidate): string {
 export const MONTHS_PER_INSERT = 100;
 
 /**
- * The `YYYY-MM` of an eventLine's timestamp: its third value, after
- * `["<tenant uuid>","<video uuid>","` (a UUID holds nothing JSON escapes,
- * so the fifth quote opens it).
+ * Where an eventLine's timestamp starts: after `["<tenant uuid>","<video
+ * uuid>","`, that is after the fifth quote (a UUID holds nothing JSON
+ * escapes), at 80 for the canonical 36-character UUIDs records hold.
  */
-export function lineMonth(line: string): string {
+function timestampAt(line: string): number {
+  if (line.charCodeAt(79) === 34 && line.charCodeAt(78) === 44) return 80;
   let at = -1;
   for (let i = 0; i < 5; i++) at = line.indexOf('"', at + 1);
-  return line.slice(at + 1, at + 8);
+  return at + 1;
+}
+
+/** The `YYYY-MM` of an eventLine's timestamp. */
+export function lineMonth(line: string): string {
+  const at = timestampAt(line);
+  return line.slice(at, at + 7);
 }
 
 /**
  * `lines` as inserts that each touch at most `maxMonths` months: all of
  * them as one when they do (the usual case: the intake's window spans two
  * or three months), else whole months together, so a replay of events from
- * many years still inserts.
+ * many years still inserts. NOTE: the usual case allocates nothing per
+ * line: each line is compared in place with the few months seen so far.
  */
 export function linesByMonths(lines: string[], maxMonths = MONTHS_PER_INSERT): string[][] {
+  const seen: string[] = [];
+  for (const line of lines) {
+    const at = timestampAt(line);
+    let known = false;
+    for (const month of seen) {
+      if (line.startsWith(month, at)) {
+        known = true;
+        break;
+      }
+    }
+    if (known) continue;
+    if (seen.length === maxMonths) return groupByMonths(lines, maxMonths);
+    seen.push(line.slice(at, at + 7));
+  }
+  return [lines];
+}
+
+/** `lines` grouped by month, whole months together, at most `maxMonths` to a group. */
+function groupByMonths(lines: string[], maxMonths: number): string[][] {
   const months = new Map<string, string[]>();
   for (const line of lines) {
     const month = lineMonth(line);
@@ -158,7 +185,6 @@ export function linesByMonths(lines: string[], maxMonths = MONTHS_PER_INSERT): s
     if (group) group.push(line);
     else months.set(month, [line]);
   }
-  if (months.size <= maxMonths) return [lines];
   const inserts: string[][] = [];
   let current: string[] = [];
   let count = 0;
