@@ -8,7 +8,8 @@ import type { Logger } from '../../shared/logger.ts';
 import type { Metrics } from '../../shared/metrics.ts';
 import type { SecretBox } from '../../shared/secrets.ts';
 import { TrackedConsumer } from '../../shared/kafka/tracked-consumer.ts';
-import { CoalescingSender, RecordTooLargeError, type TopicMessages } from '../../shared/kafka/coalescing-sender.ts';
+import { classifyFailure } from '../../shared/failure-class.ts';
+import { CoalescingSender, isSizeError, RecordTooLargeError, type TopicMessages } from '../../shared/kafka/coalescing-sender.ts';
 import type { DeadLetter, DeadLetterSink } from '../../shared/kafka/dead-letters.ts';
 import { backoff, groupProblems } from '../../shared/kafka/group-member.ts';
 import { recordDecoder, type Decoded } from '../../shared/kafka/poison.ts';
@@ -281,8 +282,9 @@ class Fanout {
   /**
    * Retries a durable hand-off (a produce) until it succeeds or the service
    * stops (then the source record stays uncommitted and is read again). A
-   * hand-off the broker refuses for its size can never succeed: it becomes a
-   * dead letter instead of a retry loop.
+   * hand-off the broker refuses for good (its size, a record it calls
+   * invalid: shared/failure-class.ts) can never succeed: it becomes a dead
+   * letter instead of a retry loop.
    */
   async #durably(fn: () => Promise<unknown>, batch: TopicMessages): Promise<void> {
     for (let delay = 200; ; delay = Math.min(delay * 2, 5000)) {
@@ -290,8 +292,9 @@ class Fanout {
         await fn();
         return;
       } catch (err) {
-        if (err instanceof RecordTooLargeError) {
-          const letters = tooLargeLetters(batch, err, `${this.#deps.groupPrefix}fanout`);
+        const failure = classifyFailure(err);
+        if (failure.kind === 'permanent') {
+          const letters = refusedLetters(batch, err instanceof RecordTooLargeError ? err.message : failure.detail, err instanceof RecordTooLargeError || isSizeError(err), `${this.#deps.groupPrefix}fanout`);
           await this.#durably(() => this.#deps.deadLetters.send(letters), []);
           return;
         }
@@ -303,8 +306,8 @@ class Fanout {
   }
 }
 
-/** Dead letters (reason `record_too_large`) for the messages of a batch the broker refused for its size. */
-function tooLargeLetters(batch: TopicMessages, err: RecordTooLargeError, group: string): DeadLetter[] {
+/** Dead letters for the messages of a batch the broker refused for good: `record_too_large` for its size, else `rejected_by_sink`. */
+function refusedLetters(batch: TopicMessages, detail: string, tooLarge: boolean, group: string): DeadLetter[] {
   return batch.flatMap(({ topic, messages }) =>
     messages.map((m) => ({
       topic,
@@ -312,8 +315,8 @@ function tooLargeLetters(batch: TopicMessages, err: RecordTooLargeError, group: 
       offset: '-1',
       key: m.key ?? null,
       value: m.value === null || m.value === undefined ? null : Buffer.from(m.value),
-      reason: 'record_too_large' as const,
-      detail: err.message,
+      reason: tooLarge ? ('record_too_large' as const) : ('rejected_by_sink' as const),
+      detail,
       group,
     })),
   );

@@ -5,8 +5,13 @@ import { SESSION_ID_RE, VISITOR_ID_RE, parseVideoId } from '../../shared/ids.ts'
 export const MAX_EVENTS_PER_REQUEST = 500;
 /** How far in the future an occurred_at may lie (clock skew of players). */
 export const MAX_FUTURE_SKEW_MS = 5 * 60 * 1000;
-/** No player event predates this; older occurred_at values are clock faults. */
-export const EARLIEST_OCCURRED_AT = Date.UTC(2000, 0, 1);
+/**
+ * How far in the past an occurred_at may lie: a player that buffered events
+ * offline sends them within days. The bound also keeps what one request can
+ * spread over the `events` table's month partitions to two or three months.
+ */
+export const MAX_OCCURRED_AT_AGE_DAYS = 30;
+export const MAX_OCCURRED_AT_AGE_MS = MAX_OCCURRED_AT_AGE_DAYS * 24 * 60 * 60 * 1000;
 
 /** Bounds of the event fields, shared with the fast path of collect-fast-check.ts. */
 export const MAX_POSITION_SEC = 1e7;
@@ -71,7 +76,9 @@ export const CollectEvent = z
     occurred_at: z.iso
       .datetime({ offset: true })
       .optional()
-      .meta({ description: 'When it happened (ISO 8601); from 2000-01-01 to at most 5 minutes in the future. Defaults to the time of receipt.' }),
+      .meta({
+        description: `When it happened (ISO 8601); from at most ${MAX_OCCURRED_AT_AGE_DAYS} days before receipt to at most 5 minutes after it. Defaults to the time of receipt.`,
+      }),
     play_ms: z.number().int().min(0).max(MAX_SIGNAL_MS).optional().meta({ description: 'heartbeat: played ms since the last heartbeat' }),
     focus_ms: z.number().int().min(0).max(MAX_SIGNAL_MS).optional().meta({ description: 'heartbeat: played ms with the page focused' }),
     from: z.number().min(0).max(MAX_POSITION_SEC).optional().meta({ description: 'seek: position before, seconds' }),
@@ -132,7 +139,12 @@ export const ConversionBody = z.object({
     .string()
     .regex(/^[A-Z]{3}$/, 'ISO 4217 code, e.g. EUR')
     .optional(),
-  occurred_at: z.iso.datetime({ offset: true }).optional(),
+  occurred_at: z.iso
+    .datetime({ offset: true })
+    .optional()
+    .meta({
+      description: `When it happened (ISO 8601); from at most ${MAX_OCCURRED_AT_AGE_DAYS} days before receipt to at most 5 minutes after it. Defaults to the time of receipt.`,
+    }),
 });
 export type ConversionBody = z.infer<typeof ConversionBody>;
 

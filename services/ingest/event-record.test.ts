@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { VideoRecord } from '../../schemas/records.ts';
 import { ApiError } from '../../shared/http/errors.ts';
 import { toVideoId } from '../../shared/ids.ts';
-import { CollectBody, ConversionBody, type CollectEvent } from './collect.schema.ts';
+import { CollectBody, ConversionBody, MAX_OCCURRED_AT_AGE_MS, type CollectEvent } from './collect.schema.ts';
 import { collectRecords, conversionRecord, eventTime, type RecordContext } from './event-record.ts';
 
 /**
@@ -128,19 +128,26 @@ describe('collectRecords', () => {
     const err = refusal(() =>
       collectRecords(parsed(event({ occurred_at: '1999-01-01T00:00:00Z' }), event({ video_id: toVideoId(FOREIGN.id) })), ctx()),
     );
-    expect(err.message).toBe('body.events.0.occurred_at: before 2000-01-01');
+    expect(err.message).toBe('body.events.0.occurred_at: more than 30 days in the past');
     const both = refusal(() => collectRecords(parsed(event({ video_id: toVideoId(FOREIGN.id), occurred_at: '1999-01-01T00:00:00Z' })), ctx()));
     expect(both.code).toBe('forbidden');
   });
 });
 
 describe('eventTime', () => {
-  it('accepts 2000-01-01 up to 5 minutes after receipt, and refuses either side with 422 naming the path', () => {
+  it('accepts 30 days before receipt up to 5 minutes after it, and refuses either side with 422 naming the path', () => {
+    expect(MAX_OCCURRED_AT_AGE_MS).toBe(30 * 86_400_000);
     expect(eventTime(undefined, RECEIVED, 'p')).toBe(RECEIVED);
-    expect(eventTime('2000-01-01T00:00:00.000Z', RECEIVED, 'p')).toBe(Date.UTC(2000, 0, 1));
+    expect(eventTime(new Date(RECEIVED - MAX_OCCURRED_AT_AGE_MS).toISOString(), RECEIVED, 'p')).toBe(RECEIVED - MAX_OCCURRED_AT_AGE_MS);
     expect(eventTime(new Date(RECEIVED + 300_000).toISOString(), RECEIVED, 'p')).toBe(RECEIVED + 300_000);
-    const early = refusal(() => eventTime('1999-12-31T23:59:59.999Z', RECEIVED, 'body.occurred_at'));
-    expect(early).toMatchObject({ status: 422, message: 'body.occurred_at: before 2000-01-01', errors: [{ path: 'body.occurred_at', message: 'before 2000-01-01' }] });
+    const early = refusal(() => eventTime(new Date(RECEIVED - MAX_OCCURRED_AT_AGE_MS - 1).toISOString(), RECEIVED, 'body.occurred_at'));
+    expect(early).toMatchObject({
+      status: 422,
+      message: 'body.occurred_at: more than 30 days in the past',
+      errors: [{ path: 'body.occurred_at', message: 'more than 30 days in the past' }],
+    });
+    // The bound moves with the time of receipt, not with the calendar.
+    expect(refusal(() => eventTime('2000-01-01T00:00:00.000Z', RECEIVED, 'p')).status).toBe(422);
     const late = refusal(() => eventTime(new Date(RECEIVED + 300_001).toISOString(), RECEIVED, 'x'));
     expect(late).toMatchObject({ status: 422, errors: [{ path: 'x', message: 'more than 5 minutes in the future' }] });
   });
@@ -177,13 +184,13 @@ describe('conversionRecord', () => {
   });
 
   it('keeps a given session and occurred_at, and refuses videos and times as the player intake does', () => {
-    const at = '2024-02-29T10:00:00Z';
+    const at = '2025-05-20T10:00:00Z';
     const r = conversionRecord(ConversionBody.parse({ visitor_id: 'vis_9', session_id: 'ses_7', video_id: OWN.id, occurred_at: at }), ctx());
     expect(r).toMatchObject({ session_id: 'ses_7', timestamp: Date.parse(at), conversion_value: null, conversion_currency: null, external_lead_id: null });
 
     const foreign = refusal(() => conversionRecord(ConversionBody.parse({ visitor_id: 'vis_9', video_id: FOREIGN.id }), ctx()));
     expect(foreign).toMatchObject({ status: 403, message: 'body.video_id: the video belongs to another tenant' });
     const old = refusal(() => conversionRecord(ConversionBody.parse({ visitor_id: 'vis_9', video_id: OWN.id, occurred_at: '1990-01-01T00:00:00Z' }), ctx()));
-    expect(old.errors).toEqual([{ path: 'body.occurred_at', message: 'before 2000-01-01' }]);
+    expect(old.errors).toEqual([{ path: 'body.occurred_at', message: 'more than 30 days in the past' }]);
   });
 });

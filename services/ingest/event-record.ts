@@ -1,7 +1,7 @@
 import type { PlayerEventRecord, VideoRecord } from '../../schemas/records.ts';
 import { ApiError } from '../../shared/http/errors.ts';
 import { newId, parseVideoId } from '../../shared/ids.ts';
-import { EARLIEST_OCCURRED_AT, MAX_FUTURE_SKEW_MS, type CollectEvent, type ConversionBody } from './collect.schema.ts';
+import { MAX_FUTURE_SKEW_MS, MAX_OCCURRED_AT_AGE_DAYS, MAX_OCCURRED_AT_AGE_MS, type CollectEvent, type ConversionBody } from './collect.schema.ts';
 
 /**
  * The records an intake request becomes, built from a body that already
@@ -33,12 +33,13 @@ export function ownVideo(ctx: RecordContext, raw: string, path: string): VideoRe
   return video;
 }
 
-/** The event's time: occurred_at when given (from 2000-01-01 to 5 minutes ahead), else the time of receipt. */
+/** The event's time: occurred_at when given (from MAX_OCCURRED_AT_AGE_DAYS back to 5 minutes ahead of receipt), else the time of receipt. */
 export function eventTime(occurredAt: string | undefined, received: number, path: string): number {
   if (occurredAt === undefined) return received;
   const t = Date.parse(occurredAt);
-  if (t < EARLIEST_OCCURRED_AT) {
-    throw new ApiError('validation_failed', `${path}: before 2000-01-01`, { errors: [{ path, message: 'before 2000-01-01' }] });
+  if (t < received - MAX_OCCURRED_AT_AGE_MS) {
+    const message = `more than ${MAX_OCCURRED_AT_AGE_DAYS} days in the past`;
+    throw new ApiError('validation_failed', `${path}: ${message}`, { errors: [{ path, message }] });
   }
   if (t > received + MAX_FUTURE_SKEW_MS) {
     throw new ApiError('validation_failed', `${path}: more than 5 minutes in the future`, {

@@ -33,6 +33,14 @@ export function eventRow(e: PlayerEventRecord) {
   };
 }
 
+/**
+ * The last instant a DateTime64(3) column holds (2299-12-31 23:59:59.999):
+ * the engine stores later values wrapped, and JavaScript cannot format
+ * some of them at all. The intake never accepts such a time; a record
+ * holding one came from elsewhere and is refused as it is decoded.
+ */
+export const LATEST_EVENT_TIME = Date.UTC(2300, 0, 1) - 1;
+
 /** The columns of `events` the projector writes, in the order of an `eventLine`'s values. */
 export const EVENT_COLUMNS = [
   'tenant_id',
@@ -115,4 +123,80 @@ export function retryCandidate(e: PlayerEventRecord, line: string): RetryCandida
  */
 export function candidateLine(c: RetryCandidate): string {
   return c.timestamp === c.received_at ? c.line : eventLine(c.record, c.timestamp);
+}
+
+/**
+ * The most month partitions of `events` (PARTITION BY toYYYYMM(timestamp))
+ * one insert touches: the engine refuses an insert block spanning more than
+ * its max_partitions_per_insert_block (100 by default), and retrying the
+ * same block can never succeed.
+ */
+export const MONTHS_PER_INSERT = 100;
+
+/**
+ * Where an eventLine's timestamp starts: after `["<tenant uuid>","<video
+ * uuid>","`, that is after the fifth quote (a UUID holds nothing JSON
+ * escapes), at 80 for the canonical 36-character UUIDs records hold.
+ */
+function timestampAt(line: string): number {
+  if (line.charCodeAt(79) === 34 && line.charCodeAt(78) === 44) return 80;
+  let at = -1;
+  for (let i = 0; i < 5; i++) at = line.indexOf('"', at + 1);
+  return at + 1;
+}
+
+/** The `YYYY-MM` of an eventLine's timestamp. */
+export function lineMonth(line: string): string {
+  const at = timestampAt(line);
+  return line.slice(at, at + 7);
+}
+
+/**
+ * `lines` as inserts that each touch at most `maxMonths` months: all of
+ * them as one when they do (the usual case: the intake's window spans two
+ * or three months), else whole months together, so a replay of events from
+ * many years still inserts. NOTE: the usual case allocates nothing per
+ * line: each line is compared in place with the few months seen so far.
+ */
+export function linesByMonths(lines: string[], maxMonths = MONTHS_PER_INSERT): string[][] {
+  const seen: string[] = [];
+  for (const line of lines) {
+    const at = timestampAt(line);
+    let known = false;
+    for (const month of seen) {
+      if (line.startsWith(month, at)) {
+        known = true;
+        break;
+      }
+    }
+    if (known) continue;
+    if (seen.length === maxMonths) return groupByMonths(lines, maxMonths);
+    seen.push(line.slice(at, at + 7));
+  }
+  return [lines];
+}
+
+/** `lines` grouped by month, whole months together, at most `maxMonths` to a group. */
+function groupByMonths(lines: string[], maxMonths: number): string[][] {
+  const months = new Map<string, string[]>();
+  for (const line of lines) {
+    const month = lineMonth(line);
+    const group = months.get(month);
+    if (group) group.push(line);
+    else months.set(month, [line]);
+  }
+  const inserts: string[][] = [];
+  let current: string[] = [];
+  let count = 0;
+  for (const group of months.values()) {
+    if (count === maxMonths) {
+      inserts.push(current);
+      current = [];
+      count = 0;
+    }
+    for (const line of group) current.push(line);
+    count++;
+  }
+  inserts.push(current);
+  return inserts;
 }

@@ -7,12 +7,12 @@ import { insertLines, insertRows } from '../../shared/clickhouse/insert-rows.ts'
 import { BatchConsumer, type BatchItem } from '../../shared/kafka/batch-consumer.ts';
 import { groupProblems } from '../../shared/kafka/group-member.ts';
 import type { DeadLetterSink } from '../../shared/kafka/dead-letters.ts';
-import { recordDecoder } from '../../shared/kafka/poison.ts';
+import { PoisonRecordError, recordDecoder } from '../../shared/kafka/poison.ts';
 import type { Topics } from '../../shared/kafka/topics.ts';
 import type { Logger } from '../../shared/logger.ts';
 import type { Metrics } from '../../shared/metrics.ts';
 import { dedupeRetriedEvents, needsLookup } from './event-dedupe.ts';
-import { candidateLine, EVENT_COLUMNS, eventLine, retryCandidate, type RetryCandidate } from './event-rows.ts';
+import { candidateLine, EVENT_COLUMNS, eventLine, LATEST_EVENT_TIME, linesByMonths, retryCandidate, type RetryCandidate } from './event-rows.ts';
 
 export interface ProjectorDeps {
   kafka: Kafka;
@@ -67,6 +67,9 @@ export async function startProjector(deps: ProjectorDeps) {
     decode: (message) => {
       const d = decodeEvent(message);
       if (d.kind !== 'value') return d;
+      if (d.value.timestamp > LATEST_EVENT_TIME || d.value.received_at > LATEST_EVENT_TIME) {
+        throw new PoisonRecordError('schema_violation', 'timestamp: later than the events table can hold (2299-12-31)');
+      }
       const line = eventLine(d.value);
       return { kind: 'value', value: needsLookup(d.value) ? retryCandidate(d.value, line) : line };
     },
@@ -85,7 +88,12 @@ export async function startProjector(deps: ProjectorDeps) {
       if (candidates) {
         for (const c of await dedupeRetriedEvents(deps.clickhouse, candidates, log)) lines.push(candidateLine(c));
       }
-      if (lines.length > 0) await timed('events', () => insertLines(deps.clickhouse, 'events', lines, EVENT_COLUMNS));
+      // One insert per group of at most MONTHS_PER_INSERT month partitions:
+      // a batch of events from many years (a replay of an old log) would
+      // otherwise be refused whole, and for good.
+      for (const group of lines.length > 0 ? linesByMonths(lines) : []) {
+        await timed('events', () => insertLines(deps.clickhouse, 'events', group, EVENT_COLUMNS));
+      }
       deps.metrics.batchSize.observe(lines.length);
     },
   });

@@ -1,3 +1,4 @@
+import { parseError } from '@clickhouse/client';
 import { describe, expect, it } from 'vitest';
 import { consumerFixture } from '../../test/helpers/consumer-fixture.ts';
 import { loopTurns, mostPerTurn } from '../../test/helpers/loop-turns.ts';
@@ -95,6 +96,93 @@ describe('BatchConsumer when decoding fails transiently', () => {
     await c.connect();
     await c.subscribe({ topic: t, fromBeginning: true });
     await c.run({ eachMessage: async ({ message }) => void out.push(message.value?.toString() ?? '') });
+    await expect.poll(() => out.length, { timeout: 20_000 }).toBeGreaterThanOrEqual(count);
+    await c.disconnect();
+    return out;
+  }
+});
+
+/** Against the run's real broker: a handler call the sink refuses for good, beside one that fails for a while. */
+describe('BatchConsumer when the handler fails permanently', () => {
+  const fx = consumerFixture('batch-refused', 2);
+  const { topic, dlq } = fx;
+  const groupId = `batch-refused-group-${fx.id}`;
+
+  it('splits the batch until the refused records stand alone, dead-letters them, stores and commits the rest', async () => {
+    const producer = fx.kafka.producer();
+    await producer.connect();
+    const values = (partition: number) => Array.from({ length: 40 }, (_, i) => `p${partition}-${i}`);
+    const refused = new Set(['p0-7', 'p1-33']);
+    for (const partition of [0, 1]) await producer.send({ topic, messages: values(partition).map((value) => ({ partition, value, key: value })) });
+    await producer.disconnect();
+
+    // Like an insert: all of a call or nothing. A call holding a refused
+    // record fails as ClickHouse fails a row it cannot parse; the first call
+    // holding p1-20 fails transiently once (memory), which retries, not splits.
+    const stored = new Set<string>();
+    let calls = 0;
+    let transient = 0;
+    const consumer = batchConsumer<string>(fx, {
+      groupId,
+      decode: (m) => ({ kind: 'value', value: m.value!.toString() }),
+      flushMs: 300,
+      maxMessages: 1000,
+      handle: async (items) => {
+        calls++;
+        const batch = items.map((i) => (i.record.kind === 'value' ? i.record.value : ''));
+        if (batch.includes('p1-20') && transient === 0) {
+          transient++;
+          throw parseError('Code: 241. DB::Exception: Memory limit (total) exceeded. (MEMORY_LIMIT_EXCEEDED) (version 25.8.1.1)');
+        }
+        const bad = batch.find((v) => refused.has(v));
+        if (bad) throw parseError(`Code: 27. DB::Exception: Cannot parse input: expected '"' before: '${bad}'. (CANNOT_PARSE_INPUT_ASSERTION_FAILED) (version 25.8.1.1)`);
+        for (const v of batch) stored.add(v);
+      },
+    });
+    try {
+      await consumer.start();
+      const expected = [...values(0), ...values(1)].filter((v) => !refused.has(v));
+      await expect.poll(() => stored.size, { timeout: 45_000, interval: 100 }).toBe(expected.length);
+      expect(new Set(stored)).toEqual(new Set(expected));
+      expect(transient).toBe(1);
+      // Bisection, not one call per record: two refused among 80 cost a few dozen calls at most.
+      expect(calls).toBeLessThan(40);
+      await expect
+        .poll(
+          async () => {
+            const [offsets] = await fx.admin.fetchOffsets({ groupId, topics: [topic] });
+            return offsets!.partitions.map((p) => [p.partition, p.offset]).sort();
+          },
+          { timeout: 15_000, interval: 200 },
+        )
+        .toEqual([
+          [0, '40'],
+          [1, '40'],
+        ]);
+      expect(consumer.health()).toBeUndefined();
+    } finally {
+      await consumer.stop(5_000);
+    }
+    const letters = await readLetters(dlq, 2);
+    expect(letters.map((l) => l.value).sort()).toEqual([...refused].sort());
+    for (const l of letters) {
+      expect(l.headers['dlq-reason']).toBe('rejected_by_sink');
+      expect(l.headers['dlq-detail']).toBe('clickhouse 27: cannot parse input');
+      expect(l.headers['dlq-source-offset']).toBe(l.value === 'p0-7' ? '7' : '33');
+    }
+  }, 90_000);
+
+  async function readLetters(t: string, count: number): Promise<{ value: string; headers: Record<string, string> }[]> {
+    const c = fx.kafka.consumer({ groupId: `read-${fx.id}-${t}` });
+    const out: { value: string; headers: Record<string, string> }[] = [];
+    await c.connect();
+    await c.subscribe({ topic: t, fromBeginning: true });
+    await c.run({
+      eachMessage: async ({ message }) => {
+        const headers = Object.fromEntries(Object.entries(message.headers ?? {}).map(([k, v]) => [k, String(v)]));
+        out.push({ value: message.value?.toString() ?? '', headers });
+      },
+    });
     await expect.poll(() => out.length, { timeout: 20_000 }).toBeGreaterThanOrEqual(count);
     await c.disconnect();
     return out;

@@ -1,4 +1,5 @@
 import type { EachBatchPayload, KafkaMessage } from 'kafkajs';
+import { classifyFailure } from '../failure-class.ts';
 import type { DeadLetter } from './dead-letters.ts';
 import { backoff, GroupMember, type GroupMemberOptions, type Outcome } from './group-member.ts';
 import type { Decoded } from './poison.ts';
@@ -38,8 +39,12 @@ export interface BatchConsumerOptions<T> extends GroupMemberOptions<T> {
   /**
    * Makes the records' effect durable (e.g. one ClickHouse insert); must be
    * idempotent, since a failure replays the batch. Offsets are committed
-   * only after it resolves; if it throws, the failure is transient: nothing
-   * is committed and the records are read again after a growing pause.
+   * only after it resolves. If it throws a transient failure
+   * (shared/failure-class.ts), nothing is committed and the records are read
+   * again after a growing pause. If it throws a permanent one, the batch is
+   * split in halves and each half handled again, until the records at fault
+   * stand alone: those are dead-lettered (`rejected_by_sink`), the rest made
+   * durable, and all of it committed.
    */
   handle: (items: BatchItem<T>[]) => Promise<void>;
   onFlush?: (messages: number, ms: number) => void;
@@ -218,7 +223,9 @@ export class BatchConsumer<T> extends GroupMember<T> {
         else items.push({ topic: f.topic, partition: f.partition, message: f.message, record: o.record });
         if (oldest === undefined || f.message.timestamp < oldest) oldest = f.message.timestamp;
       }
-      if (items.length > 0) await this.opts.handle(items);
+      if (items.length > 0) {
+        for (const r of await this.#handleSplitting(items)) letters.push(r);
+      }
       if (items.length > 0 && oldest !== undefined) this.opts.onRecordAge?.('handled', Date.now() - Number(oldest));
       await this.opts.deadLetters.send(letters);
       this.#retryDelayMs = 0;
@@ -241,6 +248,49 @@ export class BatchConsumer<T> extends GroupMember<T> {
     const previous = this.#commits;
     this.#commits = previous.then(() => this.#commit(generation, points));
     await previous;
+  }
+
+  /**
+   * Hands `items` to the handler. On a permanent failure it bisects: each
+   * half is handled on its own, so a record the sink refuses costs about
+   * 2·log2(n) handler calls and the others of its batch are still made
+   * durable. Answers the dead letters of the records refused alone; a
+   * transient failure (at any depth) is thrown, and the whole batch is
+   * retried (the handler is idempotent, so halves already done are harmless
+   * to redo).
+   */
+  async #handleSplitting(items: BatchItem<T>[]): Promise<DeadLetter[]> {
+    try {
+      await this.opts.handle(items);
+      return [];
+    } catch (err) {
+      const failure = classifyFailure(err);
+      if (failure.kind === 'transient' || this.stopping) throw err;
+      if (items.length === 1) {
+        const { topic, partition, message } = items[0]!;
+        return [
+          {
+            topic,
+            partition,
+            offset: message.offset,
+            key: message.key,
+            value: message.value,
+            headers: message.headers,
+            reason: 'rejected_by_sink',
+            detail: failure.detail,
+            group: this.opts.groupId,
+          },
+        ];
+      }
+      this.log.warn({ detail: failure.detail, messages: items.length }, 'consumer_batch_refused_splitting');
+      const half = Math.ceil(items.length / 2);
+      // Each half handled is progress: a long bisection is not a stall.
+      const first = await this.#handleSplitting(items.slice(0, half));
+      this.progress();
+      const second = await this.#handleSplitting(items.slice(half));
+      this.progress();
+      return [...first, ...second];
+    }
   }
 
   /**

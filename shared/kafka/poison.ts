@@ -2,8 +2,20 @@ import type { KafkaMessage } from 'kafkajs';
 import type { z } from 'zod';
 import { SchemaDecodeError, type SchemaRegistry, type Subject } from '../../schemas/registry.ts';
 
-/** Why a record could not be taken: the `reason` label of dead letters. */
-export type PoisonReason = 'empty_value' | 'not_wire_format' | 'unknown_schema' | 'wrong_subject' | 'undecodable' | 'schema_violation' | 'record_too_large';
+/**
+ * Why a record could not be taken: the `reason` label of dead letters.
+ * `rejected_by_sink`: it decoded, but the sink (ClickHouse) refuses it for
+ * good (shared/failure-class.ts).
+ */
+export type PoisonReason =
+  | 'empty_value'
+  | 'not_wire_format'
+  | 'unknown_schema'
+  | 'wrong_subject'
+  | 'undecodable'
+  | 'schema_violation'
+  | 'record_too_large'
+  | 'rejected_by_sink';
 
 /**
  * A record that no retry can make readable. The consumer that meets one
