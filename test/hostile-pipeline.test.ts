@@ -13,6 +13,7 @@ import { topicNames } from '../shared/kafka/topics.ts';
 import { iso } from './helpers/contract.ts';
 import { groupLags, readTopicToEnd } from './helpers/kafka-inspect.ts';
 import { TestStack, eventually, type TestTenant } from './helpers/stack.ts';
+import { PLAYER_EVENT } from './helpers/player-event.ts';
 
 /**
  * Every setting of the stack under test. A short stall alarm: a consumer
@@ -103,6 +104,7 @@ describe('hostile but well-formed input', () => {
 
   /** A player-event record of `t` as the intake writes it. */
   const record = (t: TestTenant, timestamp: number, over: Partial<PlayerEventRecord> = {}): PlayerEventRecord => ({
+    ...PLAYER_EVENT,
     event_id: randomUUID(),
     event_id_from_client: false,
     tenant_id: t.id,
@@ -112,20 +114,10 @@ describe('hostile but well-formed input', () => {
     event_name: 'video_play',
     timestamp,
     received_at: timestamp,
-    current_time: 0,
-    duration: 120,
-    watched_percentage: 0,
     play_ms: null,
     focus_ms: null,
-    seek_from: null,
-    seek_to: null,
     utm_source: null,
-    utm_campaign: null,
-    ctwa_clid: null,
     external_lead_id: null,
-    source: 'player',
-    conversion_value: null,
-    conversion_currency: null,
     ...over,
   });
 

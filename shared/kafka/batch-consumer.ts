@@ -268,19 +268,7 @@ export class BatchConsumer<T> extends GroupMember<T> {
       if (failure.kind === 'transient' || this.stopping) throw err;
       if (items.length === 1) {
         const { topic, partition, message } = items[0]!;
-        return [
-          {
-            topic,
-            partition,
-            offset: message.offset,
-            key: message.key,
-            value: message.value,
-            headers: message.headers,
-            reason: 'rejected_by_sink',
-            detail: failure.detail,
-            group: this.opts.groupId,
-          },
-        ];
+        return [this.deadLetter(topic, partition, message, 'rejected_by_sink', failure.detail)];
       }
       this.log.warn({ detail: failure.detail, messages: items.length }, 'consumer_batch_refused_splitting');
       const half = Math.ceil(items.length / 2);

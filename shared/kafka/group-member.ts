@@ -3,7 +3,7 @@ import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { DeadLetter, DeadLetterSink } from './dead-letters.ts';
 import { crashCause, CrashRestarts } from './crash-restarts.ts';
-import { PoisonRecordError, type Decoded, type RecordDecoder } from './poison.ts';
+import { PoisonRecordError, type Decoded, type PoisonReason, type RecordDecoder } from './poison.ts';
 
 export { backoff } from './crash-restarts.ts';
 
@@ -192,21 +192,13 @@ export abstract class GroupMember<T> {
       return { kind: 'record', record: this.opts.decode(message) };
     } catch (err) {
       if (!(err instanceof PoisonRecordError)) throw err;
-      return {
-        kind: 'poison',
-        letter: {
-          topic,
-          partition,
-          offset: message.offset,
-          key: message.key,
-          value: message.value,
-          headers: message.headers,
-          reason: err.reason,
-          detail: err.message,
-          group: this.opts.groupId,
-        },
-      };
+      return { kind: 'poison', letter: this.deadLetter(topic, partition, message, err.reason, err.message) };
     }
+  }
+
+  /** The dead letter of `message`: its own bytes and coordinates, why, and this group. */
+  protected deadLetter(topic: string, partition: number, message: KafkaMessage, reason: PoisonReason, detail: string): DeadLetter {
+    return { topic, partition, offset: message.offset, key: message.key, value: message.value, headers: message.headers, reason, detail, group: this.opts.groupId };
   }
 
   /** Pauses fetching on every topic (the member stays in the group to commit). */
