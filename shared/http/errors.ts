@@ -9,6 +9,7 @@ export const ERRORS = {
   unauthorized: { status: 401, title: 'Missing or invalid credentials' },
   forbidden: { status: 403, title: 'Forbidden' },
   not_found: { status: 404, title: 'Not found' },
+  request_timeout: { status: 408, title: 'Request not received in time' },
   conflict: { status: 409, title: 'Conflict with the current state' },
   payload_too_large: { status: 413, title: 'Request body too large' },
   unsupported_media_type: { status: 415, title: 'Unsupported content type' },
