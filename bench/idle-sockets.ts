@@ -15,7 +15,8 @@
  * holding them costs, as a client that trickles a byte just under the
  * idle timeout would hold them. Prints p50 and p99 per N, the p99 ratio
  * against the quiet probe, the stack's event-loop delay and RSS, and the
- * largest N whose p99 stays within 2× quiet.
+ * largest N whose p99 stays within 2× quiet, and how long the stack takes
+ * to answer promptly again once the held requests are reset.
  *
  * Open sockets count against each process's open-file limit (printed; Node
  * cannot raise it): an N above what the limit leaves is skipped.
@@ -175,6 +176,24 @@ async function main(): Promise<void> {
       return row;
     };
 
+    /**
+     * Once the held sockets are reset the server ends each of their requests;
+     * the next level starts when it answers /healthz within 50 ms again
+     * (three in a row), and the time until then is reported.
+     */
+    const releaseMs = new Map<number, number>();
+    const settled = async () => {
+      const t = performance.now();
+      let fast = 0;
+      while (fast < 3 && performance.now() - t < 60_000) {
+        const s = performance.now();
+        await client.request('GET', '/healthz', { timeoutMs: 60_000 }).catch(() => undefined);
+        fast = performance.now() - s < 50 ? fast + 1 : 0;
+        await sleep(100);
+      }
+      return performance.now() - t;
+    };
+
     progress('warm-up');
     await probe(2000);
     const quiet = await measure('quiet', 0, () => 0, 0);
@@ -197,18 +216,20 @@ async function main(): Promise<void> {
       await sleep(1000);
       await measure(`N = ${fmtInt(n)}`, n, () => sockets.size, openMs);
       for (const s of sockets) s.destroy();
-      // The server's side of the held sockets closes on their reset; a pause lets it catch up before the next level.
-      await sleep(2000);
+      const released = await settled();
+      releaseMs.set(n, released);
+      progress(`N = ${n}: released; the stack answered /healthz within 50 ms again after ${fmtMs(released)}`);
     }
     await measure('quiet again', 0, () => 0, 0);
 
     out(
       table([
-        ['held requests', 'held at probe end', 'time to open', 'probe answers', 'not 202', 'p50', 'p99', 'p99 / quiet', 'stack loop delay p99', 'stack RSS'],
+        ['held requests', 'held at probe end', 'time to open', 'time to release', 'probe answers', 'not 202', 'p50', 'p99', 'p99 / quiet', 'stack loop delay p99', 'stack RSS'],
         ...rows.map((r) => [
           r.label,
           r.n ? fmtInt(r.held) : '',
           r.n ? fmtMs(r.openMs) : '',
+          r.n ? fmtMs(releaseMs.get(r.n) ?? Number.NaN) : '',
           fmtInt(r.count),
           fmtInt(r.other),
           fmtMs(r.p50),
