@@ -64,8 +64,13 @@ export const ConfigSchema = z.object({
   HTTP_BODY_IDLE_TIMEOUT_MS: intFrom(10_000, 10),
   /** A whole request, headers and body, must arrive within this of its first byte (else 408). */
   HTTP_REQUEST_TIMEOUT_MS: intFrom(30_000, 10),
-  /** An idle kept-alive connection is closed after this. */
-  HTTP_KEEP_ALIVE_TIMEOUT_MS: intFrom(5_000, 10),
+  /**
+   * An idle kept-alive connection is closed after this. NOTE: longer than a
+   * TLS proxy's idle timeout for its upstream connections (commonly a
+   * minute), so that the proxy closes them, not the service: a request
+   * sent as the service closes the connection fails at the client.
+   */
+  HTTP_KEEP_ALIVE_TIMEOUT_MS: intFrom(72_000, 10),
   DATA_DIR: z.string().min(1).default('.data'),
   ADMIN_TOKEN: optionalString.pipe(z.string().min(16, 'must be at least 16 characters').optional()),
   KAFKA_BROKERS: optionalString.transform((v) => (v ? v.split(',').map((b) => b.trim()).filter(Boolean) : undefined)),
