@@ -93,6 +93,9 @@ describe('a stalled body is answered within the body-idle timeout', () => {
       HTTP_BODY_IDLE_TIMEOUT_MS: String(IDLE_MS),
       // Far beyond the idle timeout, so that only the idle timeout can end the request here.
       HTTP_REQUEST_TIMEOUT_MS: '60000',
+      // Each intake request waits this long for its transaction: longer than the idle timeout.
+      INGEST_LINGER_MS: String(IDLE_MS * 1.5),
+      INGEST_MAX_QUEUE_DELAY_MS: '60000',
     });
     t = await s.createTenant('slow-idle');
   });
@@ -126,6 +129,11 @@ describe('a stalled body is answered within the body-idle timeout', () => {
     }
     await eventually(async () => (/HTTP\/1\.1 202 /.test(h.received()) ? true : undefined), 10_000, 20);
     h.socket.destroy();
+  });
+
+  it('keeps the connection of a complete request whose answer takes longer than the idle timeout', { timeout: 15_000 }, async () => {
+    const res = await s.collect(t.player_key, [{ event_name: 'video_play', video_id: t.videoId, visitor_id: 'vis_slow_answer' }]);
+    expect(res.status, res.text).toBe(202);
   });
 
   it('closes a connection that sent part of its headers once the idle timeout passes', { timeout: 15_000 }, async () => {
