@@ -140,7 +140,8 @@ export async function buildHttpApp(opts: HttpAppOptions) {
   app.addHook('onRequest', (req, reply, done) => securityHeaders(req.raw, reply.raw, (err) => done(err as Error | undefined)));
 
   // Every operation can answer 400 (a malformed path escape, an empty JSON
-  // body); one with a body also 400 invalid_json, 413 and 415. Declared
+  // body); one with a body also 400 invalid_json, 408 (its body stalled),
+  // 413 and 415. Declared
   // here once so that the OpenAPI document lists them for every route,
   // including the ones other services register.
   app.addHook('onRoute', (route) => {
@@ -149,6 +150,7 @@ export async function buildHttpApp(opts: HttpAppOptions) {
     const response = { ...schema.response };
     response[400] ??= Problem;
     if (schema.body) {
+      response[408] ??= Problem;
       response[413] ??= Problem;
       response[415] ??= Problem;
     }

@@ -39,9 +39,9 @@ export function serverTimeoutOptions(t: HttpTimeouts): Pick<FastifyServerOptions
 }
 
 /**
- * An onRequest hook that answers 408 (problem+json, Connection: close) to a request whose body has
- * not moved for `bodyIdleMs`, through the app's error handler like any
- * other refusal; where an answer was already started, or nothing is reading
+ * An onRequest hook that answers 408 (problem+json, Connection: close) to a
+ * request whose body has not moved for `bodyIdleMs`, through the app's
+ * error handler like any other refusal; where an answer was already started, or nothing is reading
  * the body yet, the connection is dropped instead. A request whose body is
  * complete is the server's to answer: a slow handler keeps its connection,
  * unless its answer is stuck behind a client that does not read it.
