@@ -9,6 +9,11 @@ describe('configuration', () => {
     expect(c.CLICKHOUSE_URL).toBeUndefined();
   });
 
+  it('bounds how long the HTTP server waits on a client, and refuses a headers timeout over the whole request\'s', () => {
+    expect(loadConfig({})).toMatchObject({ HTTP_HEADERS_TIMEOUT_MS: 10_000, HTTP_BODY_IDLE_TIMEOUT_MS: 10_000, HTTP_REQUEST_TIMEOUT_MS: 30_000, HTTP_KEEP_ALIVE_TIMEOUT_MS: 72_000 });
+    expect(() => loadConfig({ HTTP_HEADERS_TIMEOUT_MS: '40000' })).toThrow(/HTTP_HEADERS_TIMEOUT_MS: must not exceed HTTP_REQUEST_TIMEOUT_MS/);
+  });
+
   it('parses lists', () => {
     const c = loadConfig({ KAFKA_BROKERS: 'a:9092, b:9092', SERVICES: 'api,projector' });
     expect(c.KAFKA_BROKERS).toEqual(['a:9092', 'b:9092']);

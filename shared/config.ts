@@ -58,6 +58,19 @@ export const ConfigSchema = z.object({
   /** Listening sockets on PORT (SO_REUSEPORT): each turn of the event loop accepts one connection per socket (acceptors.ts). */
   HTTP_ACCEPTORS: intFrom(4, 1).pipe(z.number().max(64)),
   TRUST_PROXY: TrustProxy,
+  /** A request's headers must all arrive within this of its first byte (else 408). */
+  HTTP_HEADERS_TIMEOUT_MS: intFrom(10_000, 10),
+  /** A connection silent this long while the server waits on the client: 408 mid-body, else closed. */
+  HTTP_BODY_IDLE_TIMEOUT_MS: intFrom(10_000, 10),
+  /** A whole request, headers and body, must arrive within this of its first byte (else 408). */
+  HTTP_REQUEST_TIMEOUT_MS: intFrom(30_000, 10),
+  /**
+   * An idle kept-alive connection is closed after this. NOTE: longer than a
+   * TLS proxy's idle timeout for its upstream connections (commonly a
+   * minute), so that the proxy closes them, not the service: a request
+   * sent as the service closes the connection fails at the client.
+   */
+  HTTP_KEEP_ALIVE_TIMEOUT_MS: intFrom(72_000, 10),
   DATA_DIR: z.string().min(1).default('.data'),
   ADMIN_TOKEN: optionalString.pipe(z.string().min(16, 'must be at least 16 characters').optional()),
   KAFKA_BROKERS: optionalString.transform((v) => (v ? v.split(',').map((b) => b.trim()).filter(Boolean) : undefined)),
@@ -125,6 +138,12 @@ export const ConfigSchema = z.object({
 
 export type Config = z.infer<typeof ConfigSchema>;
 
+/** Node refuses a headers timeout longer than the whole request's. */
+const ConsistentConfig = ConfigSchema.refine((c) => c.HTTP_HEADERS_TIMEOUT_MS <= c.HTTP_REQUEST_TIMEOUT_MS, {
+  path: ['HTTP_HEADERS_TIMEOUT_MS'],
+  message: 'must not exceed HTTP_REQUEST_TIMEOUT_MS',
+});
+
 /** Thrown when the environment does not describe a valid configuration. */
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -135,7 +154,7 @@ export class ConfigError extends Error {
  * every bad variable.
  */
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
-  const result = ConfigSchema.safeParse(env);
+  const result = ConsistentConfig.safeParse(env);
   if (result.success) return result.data;
   const lines = result.error.issues.map((issue) => `  ${issue.path.join('.') || '(root)'}: ${issue.message}`);
   throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);

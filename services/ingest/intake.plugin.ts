@@ -24,7 +24,7 @@ export interface IntakePluginOptions {
   /** API-key auth (shared/http/api-key-auth.ts) for the conversion intake. */
   apiKeyAuth: (req: FastifyRequest, reply: FastifyReply) => Promise<void>;
   now: () => number;
-  /** Intake requests this process reads, validates or commits at once (INGEST_MAX_IN_FLIGHT_REQUESTS). */
+  /** Valid intake requests this process commits at once (INGEST_MAX_IN_FLIGHT_REQUESTS). */
   maxInFlight: number;
   /** The player intake's own limits, per process; 0: no limit. */
   limits: {
@@ -46,17 +46,23 @@ export interface IntakePluginOptions {
  * Kafka acknowledged every one of its events.
  */
 export async function intakePlugin(app: FastifyInstance, opts: IntakePluginOptions): Promise<void> {
-  // Load shedding first, before the body is read or a key looked up: while
-  // the producer's queue is over its bounds, or `maxInFlight` intake requests
-  // are already being read, validated or committed, a request is answered
-  // 503 (Retry-After: 1) at once, at the cost of an accept and a header
-  // parse. NOTE: the in-flight bound is what holds when the CPU, not Kafka,
-  // is the limit: requests then queue while being parsed and validated, the
-  // producer's queue stays short, and without a bound their latency grows
-  // with the number of clients until they time out.
-  let inFlight = 0;
-  app.addHook('onRequest', async (_req, reply) => {
+  // Load shedding. While the producer's queue is over its bounds a request
+  // is answered 503 (Retry-After: 1) at once, before its body is read, at the
+  // cost of an accept and a header parse.
+  app.addHook('onRequest', async () => {
     opts.writer.refuseIfOverloaded();
+  });
+  // The in-flight slot is taken only once the body is in, the key is valid
+  // and the events passed validation (preHandler): a client that sends its
+  // headers and then stalls its body, or sends an unknown key, holds none,
+  // so slow or hostile clients cannot take every slot of the process from
+  // the other tenants. Over `maxInFlight` a request is answered 503.
+  // NOTE: the bound is what holds when the CPU, not Kafka, is the limit:
+  // requests then queue on the way to their transaction, the producer's
+  // queue stays short, and without a bound their latency grows with the
+  // number of clients until they time out.
+  let inFlight = 0;
+  app.addHook('preHandler', async (_req, reply) => {
     if (inFlight >= opts.maxInFlight) throw opts.writer.overloaded(`${opts.maxInFlight} intake requests in flight`);
     inFlight++;
     // 'close' comes once whether the answer was sent or the client went away.

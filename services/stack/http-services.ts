@@ -27,6 +27,10 @@ export type HttpConfig = Pick<
   Config,
   | 'SERVICES'
   | 'COLLECT_MAX_BODY_BYTES'
+  | 'HTTP_HEADERS_TIMEOUT_MS'
+  | 'HTTP_BODY_IDLE_TIMEOUT_MS'
+  | 'HTTP_REQUEST_TIMEOUT_MS'
+  | 'HTTP_KEEP_ALIVE_TIMEOUT_MS'
   | 'TRUST_PROXY'
   | 'RATE_LIMIT_PER_MINUTE'
   | 'MAX_DESTINATIONS_PER_TENANT'
@@ -48,6 +52,12 @@ export function buildStackApp(config: HttpConfig, log: Logger, metrics: Metrics)
     version: VERSION,
     trustProxy: config.TRUST_PROXY,
     rateLimit: { max: config.RATE_LIMIT_PER_MINUTE },
+    timeouts: {
+      headersMs: config.HTTP_HEADERS_TIMEOUT_MS,
+      bodyIdleMs: config.HTTP_BODY_IDLE_TIMEOUT_MS,
+      requestMs: config.HTTP_REQUEST_TIMEOUT_MS,
+      keepAliveMs: config.HTTP_KEEP_ALIVE_TIMEOUT_MS,
+    },
   });
 }
 

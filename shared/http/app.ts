@@ -18,6 +18,7 @@ import { ApiError, ERRORS, PROBLEM_CONTENT_TYPE, problem, type ErrorCode } from 
 import { parseJsonBody } from './json-body.ts';
 import { apiKeyRateLimit, type RateLimitOptions } from './rate-limit.ts';
 import { Problem } from './schemas.ts';
+import { serverTimeoutOptions, stalledBodies, type HttpTimeouts } from './timeouts.ts';
 
 /** The HTTP app every service registers its routes on. */
 export type App = Awaited<ReturnType<typeof buildHttpApp>>;
@@ -50,6 +51,8 @@ export interface HttpAppOptions {
   trustProxy?: boolean | number | string[];
   /** The per-API-key limit (RATE_LIMIT_PER_MINUTE) and, for replicas, a shared store. */
   rateLimit?: RateLimitOptions;
+  /** How long a client may take over its request (HTTP_*_TIMEOUT_MS); none when absent. */
+  timeouts?: HttpTimeouts;
 }
 
 /**
@@ -72,6 +75,7 @@ export async function buildHttpApp(opts: HttpAppOptions) {
     // intake rates; failures are logged by the hooks below.
     loggerInstance: opts.log.child({ component: 'http' }, { level: 'warn' }),
     bodyLimit: opts.bodyLimit,
+    ...(opts.timeouts ? serverTimeoutOptions(opts.timeouts) : {}),
     genReqId: nextRequestId,
     requestIdHeader: false,
     // Behind a TLS proxy, req.protocol and req.ip come from X-Forwarded-* of
@@ -86,6 +90,9 @@ export async function buildHttpApp(opts: HttpAppOptions) {
       sendProblem(reply as unknown as ProblemReply, req.id, new ApiError('bad_request', err.message));
     },
   }).withTypeProvider<ZodTypeProvider>();
+
+  // First of the hooks, so that a body stalled behind any later one is answered.
+  if (opts.timeouts) app.addHook('onRequest', stalledBodies(opts.timeouts.bodyIdleMs));
 
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
@@ -133,7 +140,8 @@ export async function buildHttpApp(opts: HttpAppOptions) {
   app.addHook('onRequest', (req, reply, done) => securityHeaders(req.raw, reply.raw, (err) => done(err as Error | undefined)));
 
   // Every operation can answer 400 (a malformed path escape, an empty JSON
-  // body); one with a body also 400 invalid_json, 413 and 415. Declared
+  // body); one with a body also 400 invalid_json, 408 (its body stalled),
+  // 413 and 415. Declared
   // here once so that the OpenAPI document lists them for every route,
   // including the ones other services register.
   app.addHook('onRoute', (route) => {
@@ -142,6 +150,7 @@ export async function buildHttpApp(opts: HttpAppOptions) {
     const response = { ...schema.response };
     response[400] ??= Problem;
     if (schema.body) {
+      response[408] ??= Problem;
       response[413] ??= Problem;
       response[415] ??= Problem;
     }

@@ -11,6 +11,7 @@ export const ERRORS = {
   origin_not_allowed: { status: 403, title: 'Origin not allowed for this player key' },
   tenant_suspended: { status: 403, title: 'Tenant suspended' },
   not_found: { status: 404, title: 'Not found' },
+  request_timeout: { status: 408, title: 'Request not received in time' },
   conflict: { status: 409, title: 'Conflict with the current state' },
   payload_too_large: { status: 413, title: 'Request body too large' },
   unsupported_media_type: { status: 415, title: 'Unsupported content type' },
