@@ -106,7 +106,9 @@ export class ServiceProcess {
     this.#expectExit = false;
     const child = spawn(process.execPath, ['--disable-warning=TimeoutNegativeWarning', 'services/main.ts'], {
       cwd: ROOT,
-      env: { ...process.env, LOG_LEVEL: 'warn', ...this.env, HOST: '127.0.0.1', PORT: String(this.port) },
+      // Every test client speaks from loopback with one player key: the
+      // player intake's limits are off unless a test sets them.
+      env: { ...process.env, LOG_LEVEL: 'warn', PLAYER_KEY_EVENTS_PER_MINUTE: '0', CLIENT_ADDRESS_REQUESTS_PER_MINUTE: '0', ...this.env, HOST: '127.0.0.1', PORT: String(this.port) },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     const append = (d: Buffer) => {
