@@ -221,9 +221,8 @@ export async function benchIntake(
     };
 
     const meter = new CpuMeter({ bench: process.pid, service: worker.pid, passthrough: pt.pid, broker: ctx.brokerPid });
-    // The warm-up is a whole round (each mode for `warmupMs`): after 2 s per
-    // mode the first measured round still ran cold, every mode 20-25 %
-    // below the next rounds (docs/performance.md).
+    // The warm-up is a whole round (each mode for `warmupMs`): a shorter one
+    // leaves the first measured round of every mode running cold.
     for (const mode of INTAKE_MODES) {
       ctx.progress(`intake: warm-up ${mode}`);
       await closedLoop(opts.warmupMs, opts.concurrency, ops[mode]);

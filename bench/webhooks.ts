@@ -70,17 +70,15 @@ const PLAN = {
   warmupEvents: QUICK ? 300 : 1000,
   /**
    * Events through the fan-out before the first measured round. The broker's
-   * JVM compiles its hot paths during the first minute of load: with a
-   * 1,000-event warm-up, it used 0.78 of a core in the first (healthy) fan-out
-   * rounds and 0.3 in the later ones at a higher rate.
+   * JVM compiles its hot paths during the first minutes of load, and a round
+   * measured then would charge that compilation to the fan-out.
    */
   warmupFanoutEvents: QUICK ? 300 : 15_000,
   /**
    * After that, more warm-up rounds of `events` until the broker's CPU per
    * delivery has settled (two rounds in a row within 15 % of each other), at
-   * most this many. A run of 2026-11-23 still had the broker at 0.29-0.44
-   * ms of CPU per delivery in the measured rounds and 0.11 ms two minutes
-   * later: the healthy rounds measured the JVM's compilation, which the raw
+   * most this many. A fixed warm-up alone is not enough on a loaded machine:
+   * the healthy rounds would measure the JVM's compilation, which the raw
    * loop (no broker) never pays.
    */
   warmupMaxRounds: QUICK ? 0 : 8,
