@@ -2,7 +2,7 @@ import { createRequire } from 'node:module';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import rateLimit, { type RateLimitPluginOptions } from '@fastify/rate-limit';
-import { ApiError } from './errors.ts';
+import { ApiError } from '../errors.ts';
 
 /**
  * The per-API-key limit (spec 8: RATE_LIMIT_PER_MINUTE requests a minute per
