@@ -44,6 +44,7 @@ import { childProfile } from './inspector-profiler.ts';
 import { benchBrokers, runBench, startBenchRun } from './harness.ts';
 import { HttpClient } from './http-client.ts';
 import { fmtInt, fmtMs, fmtRatio, median, quantile, table } from './stats.ts';
+import { metricSample, metricSum, parsePrometheusText } from '../test/helpers/prometheus-text.ts';
 import type { RawRunRequest, RawRunResult } from './webhooks-raw.ts';
 import { StackWorker } from './worker-client.ts';
 import type { ProcessStats } from './worker-protocol.ts';
@@ -196,18 +197,15 @@ interface Counters {
 
 function parseCounters(text: string): Counters {
   const attempts: Record<string, number> = {};
-  let durationSum = 0;
-  let durationCount = 0;
-  for (const line of text.split('\n')) {
-    if (line.startsWith('webhook_attempts_total{')) {
-      const outcome = /outcome="([^"]*)"/.exec(line)?.[1] ?? '?';
-      const errorClass = /error_class="([^"]*)"/.exec(line)?.[1] ?? '?';
-      const key = `${outcome}/${errorClass}`;
-      attempts[key] = (attempts[key] ?? 0) + Number(line.slice(line.lastIndexOf(' ') + 1));
-    } else if (line.startsWith('webhook_attempt_duration_seconds_sum')) durationSum += Number(line.slice(line.lastIndexOf(' ') + 1));
-    else if (line.startsWith('webhook_attempt_duration_seconds_count')) durationCount += Number(line.slice(line.lastIndexOf(' ') + 1));
+  for (const { labels, value } of parsePrometheusText(text, 'webhook_attempts_total')) {
+    const key = `${labels.outcome ?? '?'}/${labels.error_class ?? '?'}`;
+    attempts[key] = (attempts[key] ?? 0) + value;
   }
-  return { attempts, durationSum, durationCount };
+  return {
+    attempts,
+    durationSum: metricSum(text, 'webhook_attempt_duration_seconds_sum'),
+    durationCount: metricSum(text, 'webhook_attempt_duration_seconds_count'),
+  };
 }
 
 function diffCounters(a: Counters, b: Counters): Counters {
@@ -513,8 +511,8 @@ async function main(): Promise<void> {
         while (sampling) {
           await sleep(250);
           const text = (await http.request('GET', '/metrics').catch(() => ({ body: '' }))).body;
-          const line = text.split('\n').find((l) => l.startsWith('webhook_deliveries_in_flight '));
-          if (line && sampling) held.push(Number(line.slice(line.lastIndexOf(' ') + 1)));
+          const inFlight = metricSample(text, 'webhook_deliveries_in_flight');
+          if (!Number.isNaN(inFlight) && sampling) held.push(inFlight);
         }
       })();
       const feeder = async () => {

@@ -4,7 +4,7 @@ import { createClickHouse, type ClickHouseClient } from '../shared/clickhouse/cl
 import { topicDefinitions, topicNames } from '../shared/kafka/topics.ts';
 import { captureProcessOutput } from './helpers/browser.ts';
 import { startHttpsReceiver, type HttpsReceiver } from './helpers/https-receiver.ts';
-import { metricSum } from './helpers/kafka-inspect.ts';
+import { metricSum } from './helpers/prometheus-text.ts';
 import { TestStack, eventually, type TestTenant } from './helpers/stack.ts';
 
 // Long enough that a loaded machine's slow group join is not taken for a stall.

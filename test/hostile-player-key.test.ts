@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectProblem } from './helpers/contract.ts';
+import { metricSample } from './helpers/prometheus-text.ts';
 import { TestStack, eventually, type TestTenant } from './helpers/stack.ts';
 
 const KEY_EVENTS_PER_MINUTE = 50;
@@ -41,8 +42,7 @@ describe('hostile use of a player key', () => {
   const from = (ip: string, extra: Record<string, string> = {}) => ({ 'x-forwarded-for': ip, ...extra });
   const refused = async (limit: string): Promise<number> => {
     const text = (await s.request('GET', '/metrics')).text;
-    const line = text.split('\n').find((l) => l.startsWith(`intake_refused_total{limit="${limit}"}`));
-    return line === undefined ? Number.NaN : Number(line.split(' ').pop());
+    return metricSample(text, 'intake_refused_total', { limit });
   };
   const expectRetryAfter = (res: { headers: Headers }) => {
     const seconds = Number(res.headers.get('retry-after'));

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EventCollector, type CollectEvent, type PlayerEventInput } from '../examples/player-client.ts';
 import { expectProblem, iso, type EventItem } from './helpers/contract.ts';
 import { startHttpsReceiver, type HttpsReceiver } from './helpers/https-receiver.ts';
+import { metricSample } from './helpers/prometheus-text.ts';
 import { TestStack, eventually, type CollectEventInput, type TestTenant } from './helpers/stack.ts';
 
 /**
@@ -115,9 +116,9 @@ describe('idempotent intake', () => {
   };
   const projectorBatches = async () => {
     const m = await s.request('GET', '/metrics');
-    const line = m.text.split('\n').find((l) => l.startsWith('projector_batch_size_count'));
-    expect(line, 'projector_batch_size_count is exported').toBeDefined();
-    return Number(line!.split(' ').pop());
+    const batches = metricSample(m.text, 'projector_batch_size_count');
+    expect(batches, 'projector_batch_size_count is exported').not.toBeNaN();
+    return batches;
   };
 
   /** One of each kind of event that feeds the list or the score, for one visitor (as the player observes them). */

@@ -1,6 +1,6 @@
 import http from 'node:http';
 import { afterAll, describe, expect, it } from 'vitest';
-import { metricSum } from '../../test/helpers/kafka-inspect.ts';
+import { metricSum } from '../../test/helpers/prometheus-text.ts';
 import { eventually } from '../../test/helpers/stack.ts';
 import { createLogger } from '../logger.ts';
 import { createMetrics } from '../metrics.ts';
