@@ -330,9 +330,9 @@ describe('idempotent intake', () => {
       { event_id: randomUUID(), event_name: 'video_play', video_id: W.videoId, session_id: ses, visitor_id: visitor, occurred_at: iso(Date.now() - 5000) },
     ];
     expect((await s.collect(W.player_key, events)).status).toBe(202);
-    await eventually(async () => (rx.to('/retries').length >= 2 ? true : undefined), 30_000);
+    await expect.poll(() => rx.to('/retries').length, { timeout: 30_000 }).toBeGreaterThanOrEqual(2);
     expect((await s.collect(W.player_key, events)).status).toBe(202);
-    await eventually(async () => (rx.to('/retries').length >= 4 ? true : undefined), 30_000);
+    await expect.poll(() => rx.to('/retries').length, { timeout: 30_000 }).toBeGreaterThanOrEqual(4);
     await s.fanoutIdle();
     const got = rx.to('/retries');
     expect(got).toHaveLength(4);
