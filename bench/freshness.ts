@@ -2,7 +2,8 @@ import { RECORD_AGE_BUCKETS } from '../shared/metrics.ts';
 import { type BenchContext, sleep } from './context.ts';
 import { CpuMeter } from './cpu.ts';
 import { HttpClient } from './http-client.ts';
-import { bucketDelta, promBuckets, promSample, quantile } from './stats.ts';
+import { bucketDelta, promBuckets, quantile } from './stats.ts';
+import { metricSample } from '../test/helpers/prometheus-text.ts';
 import { playerEvent } from './workload.ts';
 import type { StackWorker } from './worker-client.ts';
 
@@ -73,12 +74,12 @@ async function counters(intake: HttpClient, reads: HttpClient): Promise<ServiceC
   const text = (await intake.request('GET', '/metrics')).body;
   const read = intake === reads ? text : (await reads.request('GET', '/metrics')).body;
   return {
-    commits: promSample(text, 'kafka_produce_commit_duration_seconds_count'),
-    commitSec: promSample(text, 'kafka_produce_commit_duration_seconds_sum'),
-    inserts: promSample(read, 'clickhouse_insert_duration_seconds_count', '{table="events"}') || 0,
-    insertSec: promSample(read, 'clickhouse_insert_duration_seconds_sum', '{table="events"}') || 0,
-    rows: promSample(read, 'projector_batch_size_sum') || 0,
-    retries: promSample(text, 'kafka_produce_retries_total', '{cause="concurrent_transactions"}') || 0,
+    commits: metricSample(text, 'kafka_produce_commit_duration_seconds_count'),
+    commitSec: metricSample(text, 'kafka_produce_commit_duration_seconds_sum'),
+    inserts: metricSample(read, 'clickhouse_insert_duration_seconds_count', { table: 'events' }) || 0,
+    insertSec: metricSample(read, 'clickhouse_insert_duration_seconds_sum', { table: 'events' }) || 0,
+    rows: metricSample(read, 'projector_batch_size_sum') || 0,
+    retries: metricSample(text, 'kafka_produce_retries_total', { cause: 'concurrent_transactions' }) || 0,
     fetchedAge: promBuckets(read, 'projector_record_age_seconds', { stage: 'fetched' }, RECORD_AGE_BUCKETS),
     readableAge: promBuckets(read, 'projector_record_age_seconds', { stage: 'readable' }, RECORD_AGE_BUCKETS),
   };

@@ -12,7 +12,8 @@ import { CpuMeter } from './cpu.ts';
 import { summarizeProfile, type CpuProfile, type ProfileSummary } from './cpu-profile.ts';
 import { HttpClient } from './http-client.ts';
 import { childProfile } from './inspector-profiler.ts';
-import { median, promSample, quantile } from './stats.ts';
+import { median, quantile } from './stats.ts';
+import { metricSample } from '../test/helpers/prometheus-text.ts';
 import { collectBodies, kafkaMessages, recordOf, type PlayerEvent } from './workload.ts';
 
 export const INTAKE_MODES = ['intake', 'passthrough', 'raw', 'rawTx', 'groupCommit'] as const;
@@ -221,9 +222,8 @@ export async function benchIntake(
     };
 
     const meter = new CpuMeter({ bench: process.pid, service: worker.pid, passthrough: pt.pid, broker: ctx.brokerPid });
-    // The warm-up is a whole round (each mode for `warmupMs`): after 2 s per
-    // mode the first measured round still ran cold, every mode 20-25 %
-    // below the next rounds (docs/performance.md).
+    // The warm-up is a whole round (each mode for `warmupMs`): a shorter one
+    // leaves the first measured round of every mode running cold.
     for (const mode of INTAKE_MODES) {
       ctx.progress(`intake: warm-up ${mode}`);
       await closedLoop(opts.warmupMs, opts.concurrency, ops[mode]);
@@ -233,7 +233,7 @@ export async function benchIntake(
     const serviceTx = async () => {
       const text = (await client.request('GET', '/metrics')).body;
       const hist = 'kafka_produce_commit_duration_seconds';
-      return { commits: promSample(text, `${hist}_count`), ms: promSample(text, `${hist}_sum`) * 1000, retries: promSample(text, 'kafka_produce_retries_total', '{cause="concurrent_transactions"}') || 0 };
+      return { commits: metricSample(text, `${hist}_count`), ms: metricSample(text, `${hist}_sum`) * 1000, retries: metricSample(text, 'kafka_produce_retries_total', { cause: 'concurrent_transactions' }) || 0 };
     };
     const txState = async (mode: IntakeMode) =>
       mode === 'intake' ? serviceTx() : mode === 'passthrough' ? { commits: Number.NaN, ms: Number.NaN, retries: Number.NaN } : { commits: gcStats.commits, ms: gcStats.ms, retries: ctx.concurrentTxRetries() };

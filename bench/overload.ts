@@ -30,7 +30,7 @@ import { fmtInt, fmtMs, fmtRatio, median, quantile, table } from './stats.ts';
 import { playerEvent } from './workload.ts';
 import type { ProcessStats } from './worker-protocol.ts';
 import { StackWorker } from './worker-client.ts';
-import { metricSum } from '../test/helpers/kafka-inspect.ts';
+import { metricSum } from '../test/helpers/prometheus-text.ts';
 
 const QUICK = process.env.BENCH_QUICK === '1';
 const PLAN = {

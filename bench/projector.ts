@@ -2,7 +2,8 @@ import { SchemaRegistry } from '../schemas/registry.ts';
 import type { BenchContext } from './context.ts';
 import { CpuMeter } from './cpu.ts';
 import { HttpClient } from './http-client.ts';
-import { median, promSample } from './stats.ts';
+import { median } from './stats.ts';
+import { metricSample } from '../test/helpers/prometheus-text.ts';
 import type { ProcessStats, RawInsertResult, WatchResult } from './worker-protocol.ts';
 import { freshTopics, preloadEvents } from './preload.ts';
 
@@ -94,15 +95,15 @@ export async function benchProjector(ctx: BenchContext, opts: { events: number; 
       let text = '';
       for (let i = 0; i < 50; i++) {
         text = (await http.request('GET', '/metrics')).body;
-        const sampled = promSample(text, 'projector_batch_size_count');
-        if (sampled > 0 && promSample(text, 'projector_batch_size_sum') >= opts.events) break;
+        const sampled = metricSample(text, 'projector_batch_size_count');
+        if (sampled > 0 && metricSample(text, 'projector_batch_size_sum') >= opts.events) break;
         await new Promise((r) => setTimeout(r, 100));
       }
       http.close();
-      const batches = promSample(text, 'projector_batch_size_count');
-      const meanBatch = promSample(text, 'projector_batch_size_sum') / batches;
-      const insertSec = promSample(text, 'clickhouse_insert_duration_seconds_sum', '{table="events"}');
-      const insertCount = promSample(text, 'clickhouse_insert_duration_seconds_count', '{table="events"}');
+      const batches = metricSample(text, 'projector_batch_size_count');
+      const meanBatch = metricSample(text, 'projector_batch_size_sum') / batches;
+      const insertSec = metricSample(text, 'clickhouse_insert_duration_seconds_sum', { table: 'events' });
+      const insertCount = metricSample(text, 'clickhouse_insert_duration_seconds_count', { table: 'events' });
       const projectionSec = (watch.doneAt - readyAt) / 1000;
       ctx.progress(`${name}: raw chdb inserts in batches of ${Math.round(meanBatch)}`);
       const raw = await worker.rpc<RawInsertResult>({ op: 'rawInsert', batchSize: Math.max(1, Math.round(meanBatch)), rounds: 1 }, 300_000);

@@ -90,8 +90,8 @@ const PLAN = {
   /**
    * BENCH_FRESHNESS_SPLIT_RATES (events/s, comma-separated; none unless set):
    * the same phase against a split deployment, the intake in one process and
-   * the rest in another (freshness.ts). Not in the default run: on 2 cores it
-   * measured worse than one process (docs/performance.md).
+   * the rest in another (freshness.ts). Not in the default run: on 2 cores
+   * two processes compete for the same CPU and gain nothing.
    */
   freshnessSplitRates: (process.env.BENCH_FRESHNESS_SPLIT_RATES ?? '').split(',').map(Number).filter((r) => r > 0),
   freshnessWarmupMs: QUICK ? 1000 : 3000,

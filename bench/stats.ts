@@ -1,5 +1,5 @@
 /** Small statistics and formatting helpers for the benchmark report. */
-import { metricSum } from '../test/helpers/kafka-inspect.ts';
+import { metricSum } from '../test/helpers/prometheus-text.ts';
 
 export function median(values: number[]): number {
   return quantile(values, 0.5);
@@ -56,8 +56,3 @@ export function bucketDelta(before: Map<number, number>, after: Map<number, numb
   return { n, upper, share: n > 0 ? count(within) / n : Number.NaN };
 }
 
-/** One sample (`name{labels} value`) of a Prometheus text exposition; NaN when absent. */
-export function promSample(text: string, name: string, labels = ''): number {
-  const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `));
-  return line ? Number(line.slice(line.lastIndexOf(' ') + 1)) : Number.NaN;
-}

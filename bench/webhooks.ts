@@ -44,6 +44,7 @@ import { childProfile } from './inspector-profiler.ts';
 import { benchBrokers, runBench, startBenchRun } from './harness.ts';
 import { HttpClient } from './http-client.ts';
 import { fmtInt, fmtMs, fmtRatio, median, quantile, table } from './stats.ts';
+import { metricSample, metricSum, parsePrometheusText } from '../test/helpers/prometheus-text.ts';
 import type { RawRunRequest, RawRunResult } from './webhooks-raw.ts';
 import { StackWorker } from './worker-client.ts';
 import type { ProcessStats } from './worker-protocol.ts';
@@ -70,17 +71,15 @@ const PLAN = {
   warmupEvents: QUICK ? 300 : 1000,
   /**
    * Events through the fan-out before the first measured round. The broker's
-   * JVM compiles its hot paths during the first minute of load: with a
-   * 1,000-event warm-up, it used 0.78 of a core in the first (healthy) fan-out
-   * rounds and 0.3 in the later ones at a higher rate.
+   * JVM compiles its hot paths during the first minutes of load, and a round
+   * measured then would charge that compilation to the fan-out.
    */
   warmupFanoutEvents: QUICK ? 300 : 15_000,
   /**
    * After that, more warm-up rounds of `events` until the broker's CPU per
    * delivery has settled (two rounds in a row within 15 % of each other), at
-   * most this many. A run of 2026-11-23 still had the broker at 0.29-0.44
-   * ms of CPU per delivery in the measured rounds and 0.11 ms two minutes
-   * later: the healthy rounds measured the JVM's compilation, which the raw
+   * most this many. A fixed warm-up alone is not enough on a loaded machine:
+   * the healthy rounds would measure the JVM's compilation, which the raw
    * loop (no broker) never pays.
    */
   warmupMaxRounds: QUICK ? 0 : 8,
@@ -198,18 +197,15 @@ interface Counters {
 
 function parseCounters(text: string): Counters {
   const attempts: Record<string, number> = {};
-  let durationSum = 0;
-  let durationCount = 0;
-  for (const line of text.split('\n')) {
-    if (line.startsWith('webhook_attempts_total{')) {
-      const outcome = /outcome="([^"]*)"/.exec(line)?.[1] ?? '?';
-      const errorClass = /error_class="([^"]*)"/.exec(line)?.[1] ?? '?';
-      const key = `${outcome}/${errorClass}`;
-      attempts[key] = (attempts[key] ?? 0) + Number(line.slice(line.lastIndexOf(' ') + 1));
-    } else if (line.startsWith('webhook_attempt_duration_seconds_sum')) durationSum += Number(line.slice(line.lastIndexOf(' ') + 1));
-    else if (line.startsWith('webhook_attempt_duration_seconds_count')) durationCount += Number(line.slice(line.lastIndexOf(' ') + 1));
+  for (const { labels, value } of parsePrometheusText(text, 'webhook_attempts_total')) {
+    const key = `${labels.outcome ?? '?'}/${labels.error_class ?? '?'}`;
+    attempts[key] = (attempts[key] ?? 0) + value;
   }
-  return { attempts, durationSum, durationCount };
+  return {
+    attempts,
+    durationSum: metricSum(text, 'webhook_attempt_duration_seconds_sum'),
+    durationCount: metricSum(text, 'webhook_attempt_duration_seconds_count'),
+  };
 }
 
 function diffCounters(a: Counters, b: Counters): Counters {
@@ -515,8 +511,8 @@ async function main(): Promise<void> {
         while (sampling) {
           await sleep(250);
           const text = (await http.request('GET', '/metrics').catch(() => ({ body: '' }))).body;
-          const line = text.split('\n').find((l) => l.startsWith('webhook_deliveries_in_flight '));
-          if (line && sampling) held.push(Number(line.slice(line.lastIndexOf(' ') + 1)));
+          const inFlight = metricSample(text, 'webhook_deliveries_in_flight');
+          if (!Number.isNaN(inFlight) && sampling) held.push(inFlight);
         }
       })();
       const feeder = async () => {

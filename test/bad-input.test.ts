@@ -632,7 +632,7 @@ describe('bad input', () => {
       const key = await newKey(A);
       const seen = `vis_seen_${randomBytes(3).toString('hex')}`;
       expect((await s.collect(A.player_key, [{ event_name: 'video_play', video_id: A.videoId, visitor_id: seen }])).status).toBe(202);
-      await eventually(async () => ((await s.api(`/visitors/${seen}/score`, key)).status === 200 ? true : undefined));
+      await expect.poll(async () => (await s.api(`/visitors/${seen}/score`, key)).status, { timeout: 10_000 }).toBe(200);
       const segment = fc.oneof(
         fc.constantFrom(seen, 'vis_bad_input', 'vis_', 'vis'),
         fc.stringMatching(/^vis_[A-Za-z0-9_-]{1,64}$/),

@@ -32,7 +32,8 @@ import { SchemaRegistry, type Subject } from '../schemas/registry.ts';
 import { topicNames, type TopicKey, type Topics } from '../shared/kafka/topics.ts';
 import { startHttpsReceiver, type HttpsReceiver } from './helpers/https-receiver.ts';
 import { startIntakeLoad, type IntakeLoad, type LoadRequest } from './helpers/intake-load.ts';
-import { groupLags, metricSum, poisonValues, readTopicToEnd, writePoison, type PartitionLag, type ReadRecord, type WrittenPoison, READ_TOPIC_SUBJECTS } from './helpers/kafka-inspect.ts';
+import { groupLags, poisonValues, readTopicToEnd, writePoison, type PartitionLag, type ReadRecord, type WrittenPoison, READ_TOPIC_SUBJECTS } from './helpers/kafka-inspect.ts';
+import { metricSum } from './helpers/prometheus-text.ts';
 import { ServiceProcess } from './helpers/service-process.ts';
 import { deliveryId } from '../shared/webhooks/fanout-plan.ts';
 

@@ -4,7 +4,7 @@ import { createClickHouse, type ClickHouseClient } from '../shared/clickhouse/cl
 import { topicDefinitions, topicNames } from '../shared/kafka/topics.ts';
 import { captureProcessOutput } from './helpers/browser.ts';
 import { startHttpsReceiver, type HttpsReceiver } from './helpers/https-receiver.ts';
-import { metricSum } from './helpers/kafka-inspect.ts';
+import { metricSum } from './helpers/prometheus-text.ts';
 import { TestStack, eventually, type TestTenant } from './helpers/stack.ts';
 
 // Long enough that a loaded machine's slow group join is not taken for a stall.
@@ -102,7 +102,7 @@ describe('health that tells the truth, under injected faults', () => {
       return all.length >= 5 ? all : undefined;
     }, 30_000, 250);
     expect(visitors.sort()).toEqual([0, 1, 2, 3, 4].map((i) => `vis_ch_down_${i}`));
-    await eventually(async () => ((await readyz()).status === 200 ? true : undefined), 20_000, 250);
+    await expect.poll(async () => (await readyz()).status, { timeout: 20_000, interval: 250 }).toBe(200);
   });
 
   it('a fan-out producer that keeps failing is reported by name, and its deliveries go through once the broker accepts again', async () => {
@@ -117,7 +117,7 @@ describe('health that tells the truth, under injected faults', () => {
       // broker's own view follows. Only then is the event sent: an attempt
       // record written in between would land in the doomed topic, no write
       // would fail, and there would be no fault to report.
-      await eventually(async () => ((await admin.fetchTopicMetadata({ topics: [attempts] }).then(() => false, () => true)) ? true : undefined), 30_000, 100);
+      await expect.poll(async () => (await admin.fetchTopicMetadata({ topics: [attempts] }).then(() => false, () => true)), { timeout: 30_000, interval: 100 }).toBe(true);
       await collect('vis_producer_down');
       const down = await eventually(async () => {
         const r = await readyz();
@@ -139,7 +139,7 @@ describe('health that tells the truth, under injected faults', () => {
       return list.body?.data?.[0]?.status === 'succeeded' ? true : undefined;
     }, 60_000, 500);
     expect(rx.to('/health').length).toBeGreaterThanOrEqual(1);
-    await eventually(async () => ((await readyz()).status === 200 ? true : undefined), 30_000, 250);
+    await expect.poll(async () => (await readyz()).status, { timeout: 30_000, interval: 250 }).toBe(200);
   });
 
   it('a config store whose topic is deleted under it restarts with a growing wait, is reported crashing by name, and follows again once the topic is back', async () => {
@@ -163,6 +163,6 @@ describe('health that tells the truth, under injected faults', () => {
         return (await admin.listTopics()).includes(usage) ? true : undefined;
       }, 30_000, 500);
     }
-    await eventually(async () => ((await readyz()).status === 200 ? true : undefined), 60_000, 250);
+    await expect.poll(async () => (await readyz()).status, { timeout: 60_000, interval: 250 }).toBe(200);
   });
 });

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectProblem } from './helpers/contract.ts';
-import { TestStack, eventually, type TestTenant } from './helpers/stack.ts';
+import { metricSample } from './helpers/prometheus-text.ts';
+import { TestStack, type TestTenant } from './helpers/stack.ts';
 
 const KEY_EVENTS_PER_MINUTE = 50;
 const ADDRESS_REQUESTS_PER_MINUTE = 10;
@@ -41,8 +42,7 @@ describe('hostile use of a player key', () => {
   const from = (ip: string, extra: Record<string, string> = {}) => ({ 'x-forwarded-for': ip, ...extra });
   const refused = async (limit: string): Promise<number> => {
     const text = (await s.request('GET', '/metrics')).text;
-    const line = text.split('\n').find((l) => l.startsWith(`intake_refused_total{limit="${limit}"}`));
-    return line === undefined ? Number.NaN : Number(line.split(' ').pop());
+    return metricSample(text, 'intake_refused_total', { limit });
   };
   const expectRetryAfter = (res: { headers: Headers }) => {
     const seconds = Number(res.headers.get('retry-after'));
@@ -127,7 +127,7 @@ describe('hostile use of a player key', () => {
       expect(expiresAt - Date.now()).toBeLessThanOrEqual(OVERLAP_S * 1000);
 
       for (const key of [old, fresh]) expect((await collect(key, play(T), from(freshAddress()))).status).toBe(202);
-      await eventually(async () => ((await otherCollect(other, fresh)) === 202 ? true : undefined));
+      await expect.poll(() => otherCollect(other, fresh), { timeout: 10_000 }).toBe(202);
       expect(await otherCollect(other, old)).toBe(202);
       // The checks above ran during the overlap, or they prove nothing.
       expect(Date.now()).toBeLessThan(expiresAt);
@@ -200,7 +200,7 @@ describe('hostile use of a player key', () => {
     expectProblem(conversion, 422, /api\/public\/conversion/);
     const forged = await collect(A.player_key, [{ ...play(A)[0], visitor_id: 'vis_forged', tenant_id: B.id, source: 'server' }], from(freshAddress()));
     expect(forged.status, forged.text).toBe(202);
-    await eventually(async () => ((await s.allEvents(A.videoId, A.apiKey)).some((e) => e.visitor_id === 'vis_forged') ? true : undefined));
+    await expect.poll(async () => (await s.allEvents(A.videoId, A.apiKey)).some((e) => e.visitor_id === 'vis_forged'), { timeout: 10_000 }).toBe(true);
     // The forged tenant_id did not reach B: B has never seen that visitor.
     expectProblem(await s.api('/visitors/vis_forged/score', B.apiKey), 404, /no events/);
   });

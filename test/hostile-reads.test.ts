@@ -120,7 +120,7 @@ describe('hostile but well-formed reads', () => {
   it('answers the score for the caller\'s tenant only: a visitor only another tenant has seen is answered as one never seen', async () => {
     const elsewhere = `vis_elsewhere_${Date.now()}`;
     expect((await s.collect(B.player_key, [{ event_name: 'video_play', video_id: B.videoId, visitor_id: elsewhere }])).status).toBe(202);
-    await eventually(async () => ((await s.api(`/visitors/${elsewhere}/score`, B.apiKey)).status === 200 ? true : undefined), 20_000);
+    await expect.poll(async () => (await s.api(`/visitors/${elsewhere}/score`, B.apiKey)).status, { timeout: 20_000 }).toBe(200);
     const seen = await s.api(`/visitors/${elsewhere}/score`, A.apiKey);
     const never = await s.api(`/visitors/vis_never_${Date.now()}/score`, A.apiKey);
     expectProblem(seen, 404);
@@ -198,7 +198,7 @@ describe('hostile but well-formed reads', () => {
     } finally {
       await ch.command({ query: 'RENAME TABLE events_parked TO events' });
     }
-    await eventually(async () => ((await s.request('GET', '/readyz')).status === 200 ? true : undefined), 30_000, 250);
+    await expect.poll(async () => (await s.request('GET', '/readyz')).status, { timeout: 30_000, interval: 250 }).toBe(200);
   });
 
   it('creates DATA_DIR for its owner only and fixes the modes an earlier start left', async () => {

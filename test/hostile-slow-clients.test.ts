@@ -35,7 +35,7 @@ async function holdCollect(url: string, playerKey: string, body: string): Promis
       `Content-Length: ${Buffer.byteLength(body)}\r\nExpect: 100-continue\r\n\r\n${body.slice(0, 1)}`,
   );
   const held = { socket, received: () => text, closed };
-  await eventually(async () => (text.startsWith('HTTP/1.1 100 Continue') ? true : undefined), 20_000, 20);
+  await expect.poll(() => text.startsWith('HTTP/1.1 100 Continue'), { timeout: 20_000, interval: 20 }).toBe(true);
   return held;
 }
 
@@ -127,7 +127,7 @@ describe('a stalled body is answered within the body-idle timeout', () => {
       await new Promise((r) => setTimeout(r, IDLE_MS / 4));
       h.socket.write(rest.slice(i, i + step));
     }
-    await eventually(async () => (/HTTP\/1\.1 202 /.test(h.received()) ? true : undefined), 10_000, 20);
+    await expect.poll(() => h.received(), { timeout: 10_000, interval: 20 }).toMatch(/HTTP\/1\.1 202 /);
     h.socket.destroy();
   });
 

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EventCollector, type CollectEvent, type PlayerEventInput } from '../examples/player-client.ts';
 import { expectProblem, iso, type EventItem } from './helpers/contract.ts';
 import { startHttpsReceiver, type HttpsReceiver } from './helpers/https-receiver.ts';
+import { metricSample } from './helpers/prometheus-text.ts';
 import { TestStack, eventually, type CollectEventInput, type TestTenant } from './helpers/stack.ts';
 
 /**
@@ -115,9 +116,9 @@ describe('idempotent intake', () => {
   };
   const projectorBatches = async () => {
     const m = await s.request('GET', '/metrics');
-    const line = m.text.split('\n').find((l) => l.startsWith('projector_batch_size_count'));
-    expect(line, 'projector_batch_size_count is exported').toBeDefined();
-    return Number(line!.split(' ').pop());
+    const batches = metricSample(m.text, 'projector_batch_size_count');
+    expect(batches, 'projector_batch_size_count is exported').not.toBeNaN();
+    return batches;
   };
 
   /** One of each kind of event that feeds the list or the score, for one visitor (as the player observes them). */
@@ -329,9 +330,9 @@ describe('idempotent intake', () => {
       { event_id: randomUUID(), event_name: 'video_play', video_id: W.videoId, session_id: ses, visitor_id: visitor, occurred_at: iso(Date.now() - 5000) },
     ];
     expect((await s.collect(W.player_key, events)).status).toBe(202);
-    await eventually(async () => (rx.to('/retries').length >= 2 ? true : undefined), 30_000);
+    await expect.poll(() => rx.to('/retries').length, { timeout: 30_000 }).toBeGreaterThanOrEqual(2);
     expect((await s.collect(W.player_key, events)).status).toBe(202);
-    await eventually(async () => (rx.to('/retries').length >= 4 ? true : undefined), 30_000);
+    await expect.poll(() => rx.to('/retries').length, { timeout: 30_000 }).toBeGreaterThanOrEqual(4);
     await s.fanoutIdle();
     const got = rx.to('/retries');
     expect(got).toHaveLength(4);

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectProblem } from './helpers/contract.ts';
-import { metricSum } from './helpers/kafka-inspect.ts';
+import { metricSum } from './helpers/prometheus-text.ts';
 import { TestStack, type TestTenant } from './helpers/stack.ts';
 
 /**

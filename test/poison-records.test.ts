@@ -173,7 +173,7 @@ describe('poison records on every topic the service reads', () => {
     }, 30_000, 500);
     expect(res.status).toBe(202);
     // Player events → projector → read API (and the API key's usage record).
-    await eventually(async () => ((await s.allEvents(t.videoId, t.apiKey)).some((e) => e.visitor_id === visitor) ? true : undefined), 30_000, 200);
+    await expect.poll(async () => (await s.allEvents(t.videoId, t.apiKey)).some((e) => e.visitor_id === visitor), { timeout: 30_000, interval: 200 }).toBe(true);
     const second = await s.api(`/videos/${tenant.videoId}/events`, tenant.apiKey);
     expect(second.status).toBe(200);
     // Player events → fan-out → attempts → projector-attempts: succeeded on '/ok'; '/flaky' crosses retry1..3.
@@ -282,7 +282,7 @@ describe('poison records on every topic the service reads', () => {
       return r.status === 503 ? undefined : r;
     }, 30_000, 500);
     expect(res.status).toBe(202);
-    await eventually(async () => ((await s.allEvents(quiet.videoId, quiet.apiKey)).some((e) => e.visitor_id === visitor) ? true : undefined), 30_000, 200);
+    await expect.poll(async () => (await s.allEvents(quiet.videoId, quiet.apiKey)).some((e) => e.visitor_id === visitor), { timeout: 30_000, interval: 200 }).toBe(true);
     const quietPoison = await write(quiet.id);
     const keptPoison = await write(t.id);
     await validRecordsFlow('skip');

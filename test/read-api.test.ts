@@ -686,7 +686,7 @@ describe('read API, management API and intakes', () => {
     it('answers 404 for an unknown visitor and for one only another tenant has seen, 422 for a malformed id, 401 without a key', async () => {
       const onlyB = `vis_onlyb_${rnd()}`;
       expect((await s.collect(B.player_key, [{ event_name: 'video_play', video_id: B.videoId, visitor_id: onlyB }])).status).toBe(202);
-      await eventually(async () => ((await score(B, onlyB)).status === 200 ? true : undefined));
+      await expect.poll(async () => (await score(B, onlyB)).status, { timeout: 10_000 }).toBe(200);
       const seenElsewhere = await score(A, onlyB);
       const neverSeen = await score(A, `vis_nobody_${rnd()}`);
       expectProblem(seenElsewhere, 404, /no events/);
@@ -715,7 +715,7 @@ describe('read API, management API and intakes', () => {
         { event_name: 'video_play', video_id: B.videoId, visitor_id: visB },
         { event_name: 'cta_clicked', video_id: B.videoId, visitor_id: shared, watched_percentage: 10 },
       ])).status).toBe(202);
-      await eventually(async () => ((await score(A, visA)).status === 200 && (await score(B, visB)).status === 200 ? true : undefined));
+      await expect.poll(async () => [(await score(A, visA)).status, (await score(B, visB)).status], { timeout: 10_000 }).toEqual([200, 200]);
       await eventually(async () => {
         const a = await score(A, shared);
         const b = await score(B, shared);
@@ -767,7 +767,7 @@ describe('read API, management API and intakes', () => {
       // A marker on the same session (same partition, so ordered after anything the refused batch could have written).
       const marker = `vis_marker_${rnd()}`;
       expect((await s.collect(A.player_key, [{ event_name: 'video_pause', video_id: A.videoId, visitor_id: marker, session_id: 'ses_mixed' }])).status).toBe(202);
-      await eventually(async () => ((await score(A, marker)).status === 200 ? true : undefined));
+      await expect.poll(async () => (await score(A, marker)).status, { timeout: 10_000 }).toBe(200);
       expectProblem(await score(A, vis), 404);
       expectProblem(await score(B, vis), 404);
     });

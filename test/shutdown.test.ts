@@ -124,7 +124,7 @@ describe('graceful shutdown', () => {
       });
       expect(res.status).toBe(202);
       // One attempt is hanging on '/hang'; the other failed and waits in the first retry tier.
-      await eventually(async () => (rx.to('/hang').length >= 1 && rx.to('/retry').length >= 1 ? true : undefined), 30_000, 100);
+      await expect.poll(() => rx.to('/hang').length >= 1 && rx.to('/retry').length >= 1, { timeout: 30_000, interval: 100 }).toBe(true);
       const list = await eventually(async () => {
         const l = await call('GET', `/tenants/${tenant.id}/deliveries?destination_id=${retry.id}`);
         return l.data?.[0]?.status === 'retrying' ? l : undefined;

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHttpsReceiver, type HttpsReceiver } from './helpers/https-receiver.ts';
-import { metricSum } from './helpers/kafka-inspect.ts';
+import { metricSum } from './helpers/prometheus-text.ts';
 import { TestStack, eventually, type TestTenant } from './helpers/stack.ts';
 
 const WITH_SECRET = 100;

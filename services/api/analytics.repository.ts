@@ -170,7 +170,7 @@ export class AnalyticsRepository {
   /**
    * The video's visitors ranked by their (tenant-wide) Lead Intent Score.
    * ClickHouse ranks by score and newest event and keeps the first `limit`
-   * with their ties; the ties are ordered by visitor id here, as before.
+   * with their ties; the ties are ordered by visitor id here.
    */
   async topVisitors(tenantId: string, videoId: string, limit: number, signal?: AbortSignal): Promise<TopVisitor[]> {
     const rows = await this.#reads.rows(

@@ -37,12 +37,11 @@ export interface EventPageQuery {
  * the benchmark, which sends the same SQL straight to ClickHouse.
  *
  * NOTE: no FINAL. FINAL merges the rows of every part that overlaps the
- * video's key range, and past a cursor it read the rest of the video (1.3M
- * rows of a 2.5M-event video for a page of 101); this read stops after the
- * rows it returns. `timestamp >= after` repeats the keyset condition in a
+ * video's key range, so past a cursor it would read the rest of the video
+ * for one page; this read stops after the rows it returns. `timestamp >= after` repeats the keyset condition in a
  * form the primary key can use (a tuple comparison is not), and the small
- * max_block_size keeps each part's in-order reader from fetching 65k rows
- * for a page of 100 (rows read per page: docs/performance.md). It is in the
+ * max_block_size keeps each part's in-order reader from fetching a whole
+ * default block for a page of 100. It is in the
  * SQL rather than in clickhouse_settings, which chdb applies with SET to the
  * whole session. The alias is not `event_id`: an alias shadows the column in
  * WHERE and ORDER BY, and the keyset must compare UUIDs, not strings.

@@ -9,9 +9,8 @@ export interface InsertRowsOptions {
   /**
    * The row's columns, in the order of the values of each line: the rows go
    * as JSONCompactEachRow (one JSON array per row) instead of JSONEachRow
-   * objects. The engine parses arrays about a quarter faster than objects
-   * (no key lookups), and an array is half the work of JSON.stringify
-   * (docs/performance.md). A row serialized here must have no other keys.
+   * objects. The engine parses arrays faster than objects (no key lookups),
+   * and an array is less work than JSON.stringify of an object. A row serialized here must have no other keys.
    */
   columns?: readonly string[];
   /** Time between turns of the event loop while rows are serialized here (default: the process's eventLoopSlices). */
@@ -22,10 +21,9 @@ export interface InsertRowsOptions {
  * Inserts rows into `table`: as JSONEachRow, or as JSONCompactEachRow in the
  * order of `columns` when given. The rows are serialized here in the
  * process's slices of the event loop, as the consumers decode
- * (time-slices.ts). The client's `insert` serializes every row in one go:
- * for the 20,000 rows of a full `events` batch that held the event loop for
- * 50-90 ms (docs/performance.md), and the intake and API of the same process
- * waited as long. A consumer that serializes its rows as it decodes their
+ * (time-slices.ts). The client's `insert` serializes every row in one go,
+ * which for a full `events` batch holds the event loop long enough to delay
+ * the intake and API of the same process. A consumer that serializes its rows as it decodes their
  * records, overlapping the insert in progress, sends them with insertLines.
  */
 export async function insertRows(client: ClickHouseClient, table: string, rows: readonly object[], opts: InsertRowsOptions = {}): Promise<void> {

@@ -6,11 +6,10 @@ import type { Server } from 'node:http';
  * connections it accepts to the server.
  *
  * libuv (1.45 and later, Node 20 and 24 alike) accepts one connection per
- * listening socket per turn of the event loop. A busy service turns its loop
- * every 10-40 ms (time-slices.ts), so one socket accepted 25-100 connections
- * a second: under overload, new connections waited seconds in the kernel's
- * accept queue before the service saw their requests at all, where it could
- * answer 503 at once (docs/performance.md). With SO_REUSEPORT the kernel
+ * listening socket per turn of the event loop, and a busy service turns its
+ * loop slowly (time-slices.ts): with one socket, new connections under
+ * overload wait in the kernel's accept queue before the service sees their
+ * requests at all, where it could answer 503 at once. With SO_REUSEPORT the kernel
  * spreads new connections over the server's own socket and `count` more, and
  * each turn accepts up to one on each. The server must listen with
  * `reusePort: true` itself.

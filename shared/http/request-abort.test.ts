@@ -1,7 +1,6 @@
 import http from 'node:http';
 import { afterAll, describe, expect, it } from 'vitest';
-import { metricSum } from '../../test/helpers/kafka-inspect.ts';
-import { eventually } from '../../test/helpers/stack.ts';
+import { metricSum } from '../../test/helpers/prometheus-text.ts';
 import { createLogger } from '../logger.ts';
 import { createMetrics } from '../metrics.ts';
 import { buildHttpApp, type App } from './app.ts';
@@ -40,7 +39,7 @@ describe('request metrics of abandoned requests', () => {
     expect(await get('/fast')).toBe(200);
     expect(await get('/slow', 300)).toBe('aborted');
     const text = async () => metrics.registry.metrics();
-    await eventually(async () => (metricSum(await text(), 'http_requests_total', { route: '/slow', status: 'aborted' }) === 1 ? true : undefined), 5_000, 20);
+    await expect.poll(async () => metricSum(await text(), 'http_requests_total', { route: '/slow', status: 'aborted' }), { timeout: 5_000, interval: 20 }).toBe(1);
     release();
     await handled;
     await new Promise((r) => setTimeout(r, 100)); // the late answer has had its chance to be counted

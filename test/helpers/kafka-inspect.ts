@@ -134,19 +134,9 @@ export async function writePoison(producer: Producer, topic: string, values: { k
   return out;
 }
 
-/** Sum of a metric's samples in Prometheus text, over the samples whose labels match `labels`. */
-export function metricSum(text: string | undefined, name: string, labels: Record<string, string> = {}): number {
-  if (!text) return 0;
-  let sum = 0;
-  for (const line of text.split('\n')) {
-    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
-    const m = /^([^{\s]+)(?:\{([^}]*)\})?\s+(\S+)/.exec(line);
-    if (!m || m[1] !== name) continue;
-    const have = Object.fromEntries([...(m[2] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((x) => [x[1], x[2]]));
-    if (Object.entries(labels).every(([k, v]) => have[k] === v)) sum += Number(m[3]);
-  }
-  return sum;
-}
+// NOTE: re-exported for the tests under shared/kafka/ that import it from
+// here; the parser lives in prometheus-text.ts.
+export { metricSum } from './prometheus-text.ts';
 
 /** Every topic the service reads (consumer groups and the config store), with the subject of its records. */
 export const READ_TOPIC_SUBJECTS: Partial<Record<TopicKey, Subject>> = {

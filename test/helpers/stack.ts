@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
-import { inject } from 'vitest';
+import { inject, vi } from 'vitest';
 import { topicNames } from '../../shared/kafka/topics.ts';
 import { groupLags } from './kafka-inspect.ts';
 import { loadConfig } from '../../shared/config.ts';
@@ -183,18 +183,19 @@ export class TestStack {
   }
 }
 
-/** Polls `check` until it returns a value other than undefined, or fails after `timeoutMs`. */
-export async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs = 10_000, intervalMs = 50): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
+/**
+ * Polls `check` until it returns a value other than undefined (a throw counts
+ * as not yet), and answers that value; fails after `timeoutMs`. For a
+ * condition that is an assertion, `expect.poll(fn).toBe(...)` reads better;
+ * this is for waits whose value the test goes on to use, and for hooks.
+ */
+export function eventually<T>(check: () => Promise<T | undefined>, timeoutMs = 10_000, intervalMs = 50): Promise<T> {
+  return vi.waitFor(
+    async () => {
       const value = await check();
-      if (value !== undefined) return value;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms${last ? `: ${String(last)}` : ''}`);
-    await new Promise((r) => setTimeout(r, intervalMs));
-  }
+      if (value === undefined) throw new Error(`condition not met within ${timeoutMs} ms`);
+      return value;
+    },
+    { timeout: timeoutMs, interval: intervalMs },
+  );
 }

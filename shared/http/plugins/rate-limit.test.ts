@@ -1,10 +1,10 @@
 import type { FastifyRequest } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createLogger } from '../logger.ts';
-import { createMetrics } from '../metrics.ts';
-import { buildHttpApp, type App } from './app.ts';
-import { ApiError } from './errors.ts';
-import { failedAttemptLimit } from './failed-attempts.ts';
+import { createLogger } from '../../logger.ts';
+import { createMetrics } from '../../metrics.ts';
+import { buildHttpApp, type App } from '../app.ts';
+import { ApiError } from '../errors.ts';
+import { failedAttemptLimit } from '../failed-attempts.ts';
 import type { RateLimitOptions } from './rate-limit.ts';
 
 /**

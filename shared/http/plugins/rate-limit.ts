@@ -2,7 +2,7 @@ import { createRequire } from 'node:module';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import rateLimit, { type RateLimitPluginOptions } from '@fastify/rate-limit';
-import { ApiError } from './errors.ts';
+import { ApiError } from '../errors.ts';
 
 /**
  * The per-API-key limit (spec 8: RATE_LIMIT_PER_MINUTE requests a minute per
@@ -43,10 +43,10 @@ const MEMORY_KEYS = 100_000;
  *
  * NOTE: @fastify/rate-limit's LocalStore passes its live counter object to
  * the callback and the plugin reads it only after an await, so requests of
- * one key that arrive together all read the latest count. Measured (the
- * test beside this file): three concurrent requests all got
- * RateLimit-Remaining 0 instead of 2, 1, 0, and the request that reached the
- * limit exactly could be refused along with the one after it.
+ * one key that arrive together all read the latest count: concurrent
+ * requests would all see the remaining count of the last one, and the
+ * request that reached the limit exactly could be refused along with the
+ * one after it (the test beside this file).
  */
 export class SnapshotLocalStore {
   readonly #inner: LocalStoreLike;

@@ -1,0 +1,67 @@
+import type { FastifyError, FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
+import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
+import { ApiError, ERRORS, PROBLEM_CONTENT_TYPE, problem, type ErrorCode } from '../errors.ts';
+
+/** The part of a reply sendProblem needs (also a raw reply in Fastify's frameworkErrors). */
+export type ProblemReply = { code(n: number): ProblemReply; header(k: string, v: string): ProblemReply; send(b: unknown): unknown };
+
+/** Sends `err` as application/problem+json (errors.ts), with its headers. */
+export function sendProblem(reply: ProblemReply, requestId: string, err: ApiError): unknown {
+  for (const [k, v] of Object.entries(err.headers ?? {})) reply.header(k, v);
+  return reply.code(err.status).header('Content-Type', PROBLEM_CONTENT_TYPE).send(problem(err.code, err.message, requestId, err.errors));
+}
+
+/**
+ * One response shape for every error: the not-found handler and the error
+ * handler answer problem+json from the registry in errors.ts. An ApiError is
+ * sent as it is, a validation failure as 422 with each path, Fastify's own
+ * refusals by their code or status; anything else is a 500 whose detail
+ * points at the log, never at the cause.
+ */
+async function errorsPlugin(app: FastifyInstance): Promise<void> {
+  app.setNotFoundHandler((req, reply) => {
+    const path = (req.url ?? '').split('?')[0];
+    sendProblem(reply, req.id, new ApiError('not_found', `no route ${req.method} ${path}`));
+  });
+
+  app.setErrorHandler((err: FastifyError, req, reply) => {
+    if (err instanceof ApiError) return sendProblem(reply, req.id, err);
+    if (hasZodFastifySchemaValidationErrors(err)) {
+      const errors = err.validation.map((v) => ({
+        path: [err.validationContext, ...(v.instancePath ? v.instancePath.split('/').filter(Boolean) : [])].join('.'),
+        message: v.message ?? 'invalid',
+      }));
+      const detail = errors.map((e) => `${e.path}: ${e.message}`).slice(0, 5).join('; ');
+      return sendProblem(reply, req.id, new ApiError('validation_failed', detail, { errors }));
+    }
+    const mapped = fastifyErrorCode(err);
+    if (mapped) return sendProblem(reply, req.id, new ApiError(mapped, err.message));
+    req.log.error({ err }, 'unhandled_error');
+    return sendProblem(reply, req.id, new ApiError('internal', 'unexpected error; the request id identifies it in the logs'));
+  });
+}
+
+function fastifyErrorCode(err: FastifyError): ErrorCode | undefined {
+  switch (err.code) {
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return 'invalid_json';
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return 'payload_too_large';
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return 'unsupported_media_type';
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return 'bad_request';
+    default:
+      break;
+  }
+  if (err instanceof SyntaxError) return 'invalid_json';
+  if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
+    const byStatus = (Object.keys(ERRORS) as ErrorCode[]).find((c) => ERRORS[c].status === err.statusCode);
+    return byStatus ?? 'bad_request';
+  }
+  return undefined;
+}
+
+export const problemErrors = fp(errorsPlugin, { name: 'problem-errors', fastify: '5.x' });
