@@ -9,7 +9,8 @@ import { TestStack, eventually } from './helpers/stack.ts';
 /**
  * The dashboard in real headless Chromium against the whole stack: sign-in,
  * tenants, API keys, destinations, the delivery log (Test, failure,
- * reprocess), security events and video analytics, with the security rules
+ * reprocess), security events, video analytics and the player key's controls
+ * (limits, allowed origins, rotation, suspension), with the security rules
  * (session cookie, CSRF, secrets shown once) checked along the way.
  * Screenshots of each page go to test-output/screenshots/.
  */
