@@ -9,7 +9,8 @@ import { TestStack, eventually } from './helpers/stack.ts';
 /**
  * The dashboard in real headless Chromium against the whole stack: sign-in,
  * tenants, API keys, destinations, the delivery log (Test, failure,
- * reprocess), security events and video analytics, with the security rules
+ * reprocess), security events, video analytics and the player key's controls
+ * (limits, allowed origins, rotation, suspension), with the security rules
  * (session cookie, CSRF, secrets shown once) checked along the way.
  * Screenshots of each page go to test-output/screenshots/.
  */
@@ -56,6 +57,9 @@ describe('dashboard in a real browser', () => {
       WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8',
       // Info level, so that the log check below covers more than errors.
       LOG_LEVEL: 'info',
+      // The intake's limits on (the test stack turns them off), so that the tenant page has figures to show.
+      PLAYER_KEY_EVENTS_PER_MINUTE: '120000',
+      CLIENT_ADDRESS_REQUESTS_PER_MINUTE: '600',
     });
     b = await launchBrowser({ permissions: ['clipboard-read', 'clipboard-write'] });
     page = b.page;
@@ -531,6 +535,106 @@ describe('dashboard in a real browser', () => {
     // A new period is a fetch and a render: on a loaded machine that takes more than poll's default second.
     await expect.poll(() => page.locator('[data-testid="daily-table"] tbody tr').count(), { timeout: 15_000 }).toBe(7);
     expect(await text('[data-testid="daily-summary"] [data-sum="plays"]')).toBe('3');
+  });
+
+  it('shows the player key’s limits, saves allowed origins, rotates the key and suspends and resumes the tenant', async () => {
+    const guards = page.getByTestId('player-key-guards');
+    const collectFrom = (key: string, origin?: string) =>
+      s.request('POST', '/v1/collect', {
+        headers: { 'x-player-key': key, ...(origin ? { origin } : {}) },
+        body: { events: [{ event_name: 'player_loaded', video_id: teaserId, visitor_id: 'vis_guard', session_id: 'ses_guard', current_time: 0, duration: 30, watched_percentage: 0 }] },
+      });
+    const problem = (r: { body: { type?: string } | undefined }) => r.body?.type?.replace('urn:video-analytics:problem:', '');
+    await goto(tenantHash());
+    await page.getByRole('heading', { name: 'Acme Video', exact: true }).waitFor();
+    await expect.poll(() => guards.getByTestId('player-key-limits').innerText()).toContain('120,000 events a minute per player key');
+    expect(await guards.getByTestId('player-key-limits').innerText()).toContain('600 requests a minute per client address');
+
+    // Allowed origins: a malformed one is refused with a message, a good list is saved and enforced.
+    const origins = page.getByLabel('Allowed origins');
+    await origins.fill('www.example.com');
+    await page.getByRole('button', { name: 'Save allowed origins' }).click();
+    await expect.poll(() => guards.getByRole('alert').innerText()).toContain('“www.example.com” is not an origin: write it as https://host');
+    expect(((await s.admin('GET', `/tenants/${tenantId}`)).body as { allowed_origins: string[] }).allowed_origins).toEqual([]);
+    await origins.fill('https://www.example.com  https://shop.example.com:8443');
+    await page.getByRole('button', { name: 'Save allowed origins' }).click();
+    await expect.poll(() => guards.getByRole('status').filter({ hasText: 'Saved.' }).count()).toBe(1);
+    expect(await guards.getByRole('alert').count()).toBe(0);
+    expect(((await s.admin('GET', `/tenants/${tenantId}`)).body as { allowed_origins: string[] }).allowed_origins).toEqual([
+      'https://www.example.com',
+      'https://shop.example.com:8443',
+    ]);
+    const foreign = await collectFrom(playerKey, 'https://elsewhere.example');
+    expect(foreign.status).toBe(403);
+    expect(problem(foreign)).toBe('origin_not_allowed');
+    expect((await collectFrom(playerKey, 'https://www.example.com')).status).toBe(202);
+    expect((await collectFrom(playerKey)).status).toBe(202); // no Origin: a script, not stopped by the list
+    await page.reload();
+    await expect.poll(() => origins.inputValue()).toBe('https://www.example.com https://shop.example.com:8443');
+
+    // Rotation: the new key is announced once, the previous one is listed with its overlap end and keeps working.
+    const oldKey = playerKey;
+    await page.getByLabel('Overlap (hours)').fill('2');
+    await page.getByRole('button', { name: 'Rotate player key' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Rotate the player key?' });
+    await dialog.waitFor();
+    expect(await dialog.innerText()).toContain('keeps working for 2 hours');
+    await dialog.getByRole('button', { name: 'Rotate' }).click();
+    await dialog.waitFor({ state: 'hidden' });
+    const announced = guards.getByTestId('rotated-key');
+    await announced.waitFor();
+    const after = (await s.admin('GET', `/tenants/${tenantId}`)).body as { player_key: string; previous_player_key: string; previous_player_key_expires_at: string };
+    playerKey = after.player_key;
+    expect(playerKey).not.toBe(oldKey);
+    expect(after.previous_player_key).toBe(oldKey);
+    const overlapEnd = Date.parse(after.previous_player_key_expires_at) - Date.now();
+    expect(overlapEnd).toBeGreaterThan(1.9 * 3600_000);
+    expect(overlapEnd).toBeLessThanOrEqual(2 * 3600_000);
+    expect(await announced.innerText()).toContain(playerKey);
+    expect(await text('.details')).toContain(playerKey);
+    const previous = guards.getByTestId('previous-player-key');
+    expect(await previous.innerText()).toContain(oldKey);
+    expect(await previous.locator('time').getAttribute('datetime')).toBe(after.previous_player_key_expires_at);
+    await page.screenshot({ path: '/tmp/tenant-controls.png', fullPage: true });
+    await shoot('17-tenant-player-key-rotated');
+    expect((await collectFrom(playerKey, 'https://www.example.com')).status).toBe(202);
+    expect((await collectFrom(oldKey, 'https://www.example.com')).status).toBe(202); // within its overlap
+    await announced.getByRole('button', { name: 'Done' }).click();
+    expect(await announced.count()).toBe(0);
+    await page.reload();
+    await guards.waitFor();
+    expect(await guards.getByTestId('rotated-key').count()).toBe(0);
+    expect(await guards.getByTestId('previous-player-key').innerText()).toContain(oldKey);
+
+    // Suspension: marked here and in the list, refused on intake and reads, then resumed.
+    await page.getByRole('button', { name: 'Suspend tenant' }).click();
+    const suspend = page.getByRole('dialog', { name: 'Suspend “Acme Video”?' });
+    await suspend.getByRole('button', { name: 'Suspend' }).click();
+    await suspend.waitFor({ state: 'hidden' });
+    await expect.poll(() => text('[data-testid="tenant-status"]')).toContain('Suspended');
+    await page.getByRole('button', { name: 'Resume tenant' }).waitFor();
+    expect(await page.getByTestId('suspension-state').innerText()).toContain('Suspended since');
+    await shoot('18-tenant-suspended');
+    const refused = await collectFrom(playerKey, 'https://www.example.com');
+    expect(refused.status).toBe(403);
+    expect(problem(refused)).toBe('tenant_suspended');
+    expect(problem(await collectFrom(oldKey))).toBe('tenant_suspended');
+    const read = await s.api('/videos', apiKey);
+    expect(read.status).toBe(403);
+    expect(problem(read)).toBe('tenant_suspended');
+    await page.getByRole('link', { name: 'Tenants', exact: true }).first().click();
+    const listed = page.getByTestId('tenants-table').locator('tr', { hasText: 'Acme Video' });
+    await expect.poll(() => listed.locator('[data-status="suspended"]').count()).toBe(1);
+    await listed.getByRole('link', { name: 'Acme Video' }).click();
+    await page.getByRole('button', { name: 'Resume tenant' }).click();
+    await expect.poll(() => text('[data-testid="tenant-status"]')).toContain('Active');
+    expect(await page.getByTestId('suspension-state').count()).toBe(0);
+    await page.getByRole('button', { name: 'Suspend tenant' }).waitFor();
+    expect((await collectFrom(playerKey, 'https://www.example.com')).status).toBe(202);
+    expect((await s.api('/videos', apiKey)).status).toBe(200);
+    await goto('#/tenants');
+    await page.getByTestId('tenants-table').getByRole('link', { name: 'Acme Video' }).waitFor();
+    expect(await page.getByTestId('tenants-table').locator('[data-status="suspended"]').count()).toBe(0);
   });
 
   it('signs out; the credentials never appeared in a later response, the page, the console or the log', async () => {

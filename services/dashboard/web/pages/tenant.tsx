@@ -116,7 +116,15 @@ function PlayerKeyGuards({ tenant }: { tenant: Resource<Tenant> }) {
   const saveOrigins = useAction(async () => {
     setSaved(false);
     const list = origins.split(/[\s,]+/).filter(Boolean);
-    await api<Tenant>('PUT', `${base}/allowed-origins`, { allowed_origins: list });
+    try {
+      await api<Tenant>('PUT', `${base}/allowed-origins`, { allowed_origins: list });
+    } catch (err) {
+      // The API names the entry by its index (body.allowed_origins.2): name it by what was typed.
+      const at = err instanceof Error ? /allowed_origins\.(\d+)/.exec(err.message) : null;
+      const entry = at ? list[Number(at[1])] : undefined;
+      if (entry !== undefined) throw new Error(`“${entry}” is not an origin: write it as https://host or https://host:port, without a path.`);
+      throw err;
+    }
     await tenant.reload();
     setSaved(true);
   });
@@ -153,33 +161,35 @@ function PlayerKeyGuards({ tenant }: { tenant: Resource<Tenant> }) {
           {t.previous_player_key && (
             <>
               <dt>Previous key</dt>
-              <dd>
+              <dd data-testid="previous-player-key">
                 <code class="mono">{t.previous_player_key}</code> works until <Time iso={t.previous_player_key_expires_at} />
               </dd>
             </>
           )}
         </dl>
-        <ActionForm
-          action={saveOrigins}
-          ready
-          label="Save allowed origins"
-          busyLabel="Saving…"
-          status={saved && !saveOrigins.error ? <p class="hint" role="status">Saved.</p> : undefined}
-        >
-          <TextField
-            id="allowed-origins"
-            label="Allowed origins"
-            value={origins}
-            onInput={(v) => {
-              setOrigins(v);
-              setSaved(false);
-            }}
-            placeholder="https://www.example.com https://shop.example.com"
-            hint="Sites whose pages may send events with this key, separated by spaces. Empty: any. A browser on another site is refused (403); scripts that send no Origin are not stopped by this list."
-          />
-        </ActionForm>
-        <div class="actions">
-          <TextField id="rotate-overlap" label="Overlap (hours)" type="number" min={0} max={720} value={overlapHours} onInput={setOverlapHours} hint="How long the current key keeps working after the rotation." />
+        <div class="card-part">
+          <ActionForm
+            action={saveOrigins}
+            ready
+            label="Save allowed origins"
+            busyLabel="Saving…"
+            status={saved && !saveOrigins.error ? <p class="hint" role="status">Saved.</p> : undefined}
+          >
+            <TextField
+              id="allowed-origins"
+              label="Allowed origins"
+              value={origins}
+              onInput={(v) => {
+                setOrigins(v);
+                setSaved(false);
+              }}
+              placeholder="https://www.example.com https://shop.example.com"
+              hint="Sites whose pages may send events with this key, separated by spaces. Empty: any. A browser on another site is refused (403); scripts that send no Origin are not stopped by this list."
+            />
+          </ActionForm>
+        </div>
+        <div class="card-part key-rotation">
+          <TextField id="rotate-overlap" label="Overlap (hours)" type="number" min={0} max={720} value={overlapHours} onInput={setOverlapHours} hint="How long the current key keeps working after the rotation (0 to 720)." />
           <ConfirmButton
             label="Rotate player key"
             title="Rotate the player key?"
@@ -198,6 +208,11 @@ function PlayerKeyGuards({ tenant }: { tenant: Resource<Tenant> }) {
       <section class="card" aria-labelledby="suspension-title">
         <h2 id="suspension-title">Suspension</h2>
         <p class="hint">A suspended tenant's player key and API keys are refused (403) on intake and reads. Its data, keys and settings stay.</p>
+        {t.suspended_at && (
+          <p data-testid="suspension-state">
+            <span class="badge badge-failed">Suspended</span> since <Time iso={t.suspended_at} />: its player events and API requests are refused.
+          </p>
+        )}
         <ErrorAlert message={resume.error} />
         {t.suspended_at ? (
           <button type="button" class="btn btn-primary" disabled={resume.busy} onClick={() => void resume.run()}>
