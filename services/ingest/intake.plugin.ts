@@ -153,9 +153,8 @@ export function collectBodyCheck(schema: z.ZodType): (data: unknown) => boolean 
 /**
  * Fastify's ajv compiler, with options that make ajv refuse what zod refuses:
  * no type coercion ("5" is not a number to zod), no defaults, and string
- * lengths in UTF-16 code units as z.string().max() counts them. ajv-formats
- * (uuid, date-time) comes with it; zod's `example` metadata is a keyword ajv
- * is told to ignore. NOTE: ajv calls `unicode: false` deprecated (and says so
+ * lengths in UTF-16 code units as z.string().max() counts them. zod's
+ * `example` metadata is a keyword ajv is told to ignore. NOTE: ajv calls `unicode: false` deprecated (and says so
  * once, on start-up), but it is its only way to count as zod does;
  * collect-validation.test.ts holds the two to the same lengths.
  */
