@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { SESSION_ID_RE, VISITOR_ID_RE } from '../shared/ids.ts';
 
 /**
  * zod twins of the Avro records in schemas/avro. Both describe the same
@@ -8,37 +9,74 @@ const uuid = z.uuid();
 const millis = z.number().int().nonnegative();
 const nullableString = z.string().nullable();
 
-export const PlayerEventRecord = z.object({
-  event_id: uuid,
-  tenant_id: uuid,
-  video_id: uuid,
-  session_id: z.string().regex(/^ses_[A-Za-z0-9_-]{1,64}$/),
-  visitor_id: z.string().regex(/^vis_[A-Za-z0-9_-]{1,64}$/),
-  event_name: z.string().min(1),
-  timestamp: millis,
-  received_at: millis,
-  current_time: z.number().finite(),
-  duration: z.number().finite(),
-  watched_percentage: z.number().finite(),
-  play_ms: z.number().int().nullable(),
-  focus_ms: z.number().int().nullable(),
-  seek_from: z.number().finite().nullable(),
-  seek_to: z.number().finite().nullable(),
-  utm_source: nullableString,
-  utm_campaign: nullableString,
-  ctwa_clid: nullableString,
-  external_lead_id: nullableString,
-  source: z.enum(['player', 'server']),
-  conversion_value: z.number().finite().nullable(),
-  conversion_currency: nullableString,
-  /**
-   * The player chose event_id (schema v3). NOTE: optional, not defaulted: an
-   * absent value means false, exactly as the Avro default fills it in for
-   * records written before v3, and writers that predate the field still type.
-   */
-  event_id_from_client: z.boolean().optional(),
-});
+/**
+ * The player event's fields as Avro types them (z.number(): finite, as JSON
+ * has it). The rules Avro cannot state are `playerEventViolation`'s alone:
+ * this schema runs it as a refinement, and the consumers of the topic run it
+ * on Avro's decoding without a zod parse (recordDecoder's `avroRules`).
+ */
+export const PlayerEventRecord = z
+  .object({
+    event_id: z.string(),
+    tenant_id: z.string(),
+    video_id: z.string(),
+    session_id: z.string(),
+    visitor_id: z.string(),
+    event_name: z.string(),
+    timestamp: z.number().int(),
+    received_at: z.number().int(),
+    current_time: z.number(),
+    duration: z.number(),
+    watched_percentage: z.number(),
+    play_ms: z.number().int().nullable(),
+    focus_ms: z.number().int().nullable(),
+    seek_from: z.number().nullable(),
+    seek_to: z.number().nullable(),
+    utm_source: nullableString,
+    utm_campaign: nullableString,
+    ctwa_clid: nullableString,
+    external_lead_id: nullableString,
+    source: z.enum(['player', 'server']),
+    conversion_value: z.number().nullable(),
+    conversion_currency: nullableString,
+    /**
+     * The player chose event_id (schema v3). NOTE: optional, not defaulted: an
+     * absent value means false, exactly as the Avro default fills it in for
+     * records written before v3, and writers that predate the field still type.
+     */
+    event_id_from_client: z.boolean().optional(),
+  })
+  .superRefine((e, ctx) => {
+    const broken = playerEventViolation(e);
+    if (broken !== undefined) ctx.addIssue({ code: 'custom', path: [broken.field], message: broken.message });
+  });
 export type PlayerEventRecord = z.infer<typeof PlayerEventRecord>;
+
+/** z.uuid()'s pattern (versions 1–8, the nil and max UUIDs), taken from zod. */
+const UUID_RE = z.regexes.uuid();
+const isMillis = (v: number) => v >= 0;
+const isFiniteOrNull = (v: number | null) => v === null || Number.isFinite(v);
+
+/**
+ * The first rule of a player event that its Avro schema cannot state and the
+ * event breaks, or undefined: the ids' forms, a non-empty event name, times
+ * not before 1970, and finite doubles (Avro's double holds NaN and
+ * ±Infinity). Types, safe-integer longs, the enum and the flag are Avro's.
+ */
+export function playerEventViolation(e: PlayerEventRecord): { field: keyof PlayerEventRecord; message: string } | undefined {
+  if (!UUID_RE.test(e.event_id)) return { field: 'event_id', message: 'must be a UUID' };
+  if (!UUID_RE.test(e.tenant_id)) return { field: 'tenant_id', message: 'must be a UUID' };
+  if (!UUID_RE.test(e.video_id)) return { field: 'video_id', message: 'must be a UUID' };
+  if (!SESSION_ID_RE.test(e.session_id)) return { field: 'session_id', message: `must match ${SESSION_ID_RE}` };
+  if (!VISITOR_ID_RE.test(e.visitor_id)) return { field: 'visitor_id', message: `must match ${VISITOR_ID_RE}` };
+  if (e.event_name.length === 0) return { field: 'event_name', message: 'must not be empty' };
+  if (!isMillis(e.timestamp)) return { field: 'timestamp', message: 'must not be negative' };
+  if (!isMillis(e.received_at)) return { field: 'received_at', message: 'must not be negative' };
+  for (const field of ['current_time', 'duration', 'watched_percentage', 'seek_from', 'seek_to', 'conversion_value'] as const) {
+    if (!isFiniteOrNull(e[field])) return { field, message: 'must be a finite number' };
+  }
+  return undefined;
+}
 
 export const TenantRecord = z.object({
   id: uuid,

@@ -2,6 +2,8 @@ import { createHash, randomBytes, randomUUID } from 'node:crypto';
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 export const VID_RE = /^vid_[0-9a-f]{32}$/;
+/** What parseVideoId accepts: `vid_<32 hex>` or a UUID of either case. */
+export const VIDEO_ID_RE = /^(?:vid_[0-9a-f]{32}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$/;
 
 export const VISITOR_ID_RE = /^vis_[A-Za-z0-9_-]{1,64}$/;
 export const SESSION_ID_RE = /^ses_[A-Za-z0-9_-]{1,64}$/;

@@ -1,6 +1,5 @@
 import type { Kafka, Message } from 'kafkajs';
-import { plainlyValidPlayerEvent } from '../../schemas/player-event-fast-check.ts';
-import { DeliveryRecord, PlayerEventRecord, type DestinationRecord } from '../../schemas/records.ts';
+import { DeliveryRecord, PlayerEventRecord, playerEventViolation, type DestinationRecord } from '../../schemas/records.ts';
 import type { SchemaRegistry } from '../../schemas/registry.ts';
 import type { ConfigStore } from '../../shared/config-store/config-store.ts';
 import type { Topics } from '../../shared/kafka/topics.ts';
@@ -101,7 +100,7 @@ function fanoutConsumers(deps: FanoutDeps, log: Logger, fanout: Fanout): (Tracke
   const now = deps.now ?? Date.now;
   const maxOutstanding = deps.maxInFlight * 8;
   const common = { kafka: deps.kafka, log, metrics: deps.metrics, deadLetters: deps.deadLetters, stallMs: deps.stallMs, sessionTimeoutMs: deps.sessionTimeoutMs, maxOutstanding };
-  const decodeEvent = recordDecoder(deps.registry, 'player-event', PlayerEventRecord, { fastCheck: plainlyValidPlayerEvent });
+  const decodeEvent = recordDecoder(deps.registry, 'player-event', PlayerEventRecord, { avroRules: playerEventViolation });
   // An event of a tenant without destinations selects none (planFanOut):
   // its record is not decoded at all, the tenant read from its key. Most of
   // a decode's cost for tenants that use no webhooks, on every event

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { COLLECTABLE_EVENT_NAMES, WEBHOOK_EVENTS } from '../../shared/event-names.ts';
-import { SESSION_ID_RE, VISITOR_ID_RE, parseVideoId } from '../../shared/ids.ts';
+import { SESSION_ID_RE, VIDEO_ID_RE, VISITOR_ID_RE } from '../../shared/ids.ts';
 
 export const MAX_EVENTS_PER_REQUEST = 500;
 /** How far in the future an occurred_at may lie (clock skew of players). */
@@ -13,7 +13,6 @@ export const MAX_FUTURE_SKEW_MS = 5 * 60 * 1000;
 export const MAX_OCCURRED_AT_AGE_DAYS = 30;
 export const MAX_OCCURRED_AT_AGE_MS = MAX_OCCURRED_AT_AGE_DAYS * 24 * 60 * 60 * 1000;
 
-/** Bounds of the event fields, shared with the fast path of collect-fast-check.ts. */
 export const MAX_POSITION_SEC = 1e7;
 export const MAX_PERCENT = 100;
 export const MAX_SIGNAL_MS = 3_600_000;
@@ -21,23 +20,29 @@ export const MAX_ATTRIBUTION_LENGTH = 512;
 
 const attribution = z.string().max(MAX_ATTRIBUTION_LENGTH).optional();
 
+// A pattern rather than a refinement, so that the JSON Schema of the intake checks it too.
 export const VideoIdParam = z
   .string()
-  .refine((v) => parseVideoId(v) !== undefined, { message: 'must be vid_<32 hex> or a UUID' })
+  .regex(VIDEO_ID_RE, 'must be vid_<32 hex> or a UUID')
   .meta({ description: 'Video id: `vid_<32 hex>` (a UUID is also accepted)', example: 'vid_0f8fad5bd9cb469fa16570867728950e' });
 
 export const VisitorId = z.string().regex(VISITOR_ID_RE, 'must be vis_ followed by 1–64 of [A-Za-z0-9_-]');
 export const SessionId = z.string().regex(SESSION_ID_RE, 'must be ses_ followed by 1–64 of [A-Za-z0-9_-]');
 
-const eventName = z.string().superRefine((name, ctx) => {
-  if ((COLLECTABLE_EVENT_NAMES as readonly string[]).includes(name)) return;
+const EVENT_NAMES: ReadonlySet<string> = new Set(COLLECTABLE_EVENT_NAMES);
+
+/** Why the player may not send this event name, or undefined when it may. */
+export function eventNameRefusal(name: string): string | undefined {
+  if (EVENT_NAMES.has(name)) return undefined;
   const known = (WEBHOOK_EVENTS as Record<string, { status: string }>)[name];
-  ctx.addIssue({
-    code: 'custom',
-    message: known
-      ? `${name} is not accepted from the player (coming soon${name === 'conversion' ? '; use /api/public/conversion' : ''})`
-      : `unknown event name; expected one of ${COLLECTABLE_EVENT_NAMES.join(', ')}`,
-  });
+  return known
+    ? `${name} is not accepted from the player (coming soon${name === 'conversion' ? '; use /api/public/conversion' : ''})`
+    : `unknown event name; expected one of ${COLLECTABLE_EVENT_NAMES.join(', ')}`;
+}
+
+const eventName = z.string().superRefine((name, ctx) => {
+  const refusal = eventNameRefusal(name);
+  if (refusal !== undefined) ctx.addIssue({ code: 'custom', message: refusal });
 });
 
 /**
@@ -59,9 +64,9 @@ export const ClientEventId = z
   });
 
 /**
- * One event as the player sends it to /v1/collect. NOTE: collect-fast-check.ts
- * restates these rules (and CollectBody's) by hand for its fast path: a change
- * here needs one there.
+ * One event as the player sends it to /v1/collect. The intake validates it
+ * with the JSON Schema derived from this schema, then with `meetsCollectRules`
+ * for what JSON Schema cannot state (intake.plugin.ts).
  */
 export const CollectEvent = z
   .object({
@@ -88,19 +93,7 @@ export const CollectEvent = z
     ctwa_clid: attribution,
     external_lead_id: attribution,
   })
-  .superRefine((e, ctx) => {
-    if (e.event_name === 'heartbeat') {
-      if (e.play_ms === undefined) ctx.addIssue({ code: 'custom', path: ['play_ms'], message: 'required for heartbeat' });
-      if (e.focus_ms === undefined) ctx.addIssue({ code: 'custom', path: ['focus_ms'], message: 'required for heartbeat' });
-      if (e.play_ms !== undefined && e.focus_ms !== undefined && e.focus_ms > e.play_ms) {
-        ctx.addIssue({ code: 'custom', path: ['focus_ms'], message: 'cannot exceed play_ms' });
-      }
-    }
-    if (e.event_name === 'seek') {
-      if (e.from === undefined) ctx.addIssue({ code: 'custom', path: ['from'], message: 'required for seek' });
-      if (e.to === undefined) ctx.addIssue({ code: 'custom', path: ['to'], message: 'required for seek' });
-    }
-  });
+  .superRefine((e, ctx) => signalRules(e, (path, message) => ctx.addIssue({ code: 'custom', path: [path], message })));
 export type CollectEvent = z.infer<typeof CollectEvent>;
 
 export const CollectBody = z.object({
@@ -108,19 +101,60 @@ export const CollectBody = z.object({
     .array(CollectEvent)
     .min(1)
     .max(MAX_EVENTS_PER_REQUEST)
-    .superRefine((events, ctx) => {
-      // Two events of one request cannot be one event: the second would be
-      // taken for a retry of the first and dropped.
-      const first = new Map<string, number>();
-      events.forEach((e, i) => {
-        if (e.event_id === undefined) return;
-        const id = e.event_id.toLowerCase();
-        const seen = first.get(id);
-        if (seen === undefined) first.set(id, i);
-        else ctx.addIssue({ code: 'custom', path: [i, 'event_id'], message: `repeats the event_id of events.${seen}; every event needs its own` });
-      });
-    }),
+    .superRefine((events, ctx) => repeatedEventIds(events, (i, message) => ctx.addIssue({ code: 'custom', path: [i, 'event_id'], message }))),
 });
+
+/**
+ * The fields a signal requires, and focus_ms ≤ play_ms: rules across fields,
+ * which JSON Schema cannot state. Stated here once, for CollectEvent and for
+ * `meetsCollectRules`.
+ */
+function signalRules(e: Pick<CollectEvent, 'event_name' | 'play_ms' | 'focus_ms' | 'from' | 'to'>, report: (field: string, message: string) => void): void {
+  if (e.event_name === 'heartbeat') {
+    if (e.play_ms === undefined) report('play_ms', 'required for heartbeat');
+    if (e.focus_ms === undefined) report('focus_ms', 'required for heartbeat');
+    if (e.play_ms !== undefined && e.focus_ms !== undefined && e.focus_ms > e.play_ms) report('focus_ms', 'cannot exceed play_ms');
+  } else if (e.event_name === 'seek') {
+    if (e.from === undefined) report('from', 'required for seek');
+    if (e.to === undefined) report('to', 'required for seek');
+  }
+}
+
+/**
+ * Two events of one request cannot be one event: the second would be taken
+ * for a retry of the first and dropped. Case is ignored, as in UUIDs.
+ */
+function repeatedEventIds(events: readonly Pick<CollectEvent, 'event_id'>[], report: (index: number, message: string) => void): void {
+  // Allocated only for a request whose events carry their own ids.
+  let first: Map<string, number> | undefined;
+  events.forEach((e, i) => {
+    if (e.event_id === undefined) return;
+    const id = e.event_id.toLowerCase();
+    first ??= new Map();
+    const seen = first.get(id);
+    if (seen === undefined) first.set(id, i);
+    else report(i, `repeats the event_id of events.${seen}; every event needs its own`);
+  });
+}
+
+/**
+ * The rules of CollectBody that its JSON Schema cannot state (event names,
+ * the signals' fields, unique event ids), for a body that JSON Schema passed.
+ * Answers only whether they hold: CollectBody words any refusal.
+ */
+export function meetsCollectRules(body: { events: readonly CollectEvent[] }): boolean {
+  let ok = true;
+  const fail = () => {
+    ok = false;
+  };
+  for (const e of body.events) {
+    if (eventNameRefusal(e.event_name) !== undefined) return false;
+    signalRules(e, fail);
+    if (!ok) return false;
+  }
+  repeatedEventIds(body.events, fail);
+  return ok;
+}
 
 export const CollectQuery = z.object({
   key: z.string().max(200).optional().meta({ description: 'Player key, for sendBeacon bodies that cannot set headers' }),

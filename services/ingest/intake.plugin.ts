@@ -1,10 +1,11 @@
+import { AjvCompiler } from '@fastify/ajv-compiler';
 import type { FastifyInstance, FastifyReply, FastifyRequest, FastifySchemaCompiler } from 'fastify';
+import { z } from 'zod';
 import { validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { ConfigStore } from '../../shared/config-store/config-store.ts';
 import { ApiError } from '../../shared/http/errors.ts';
 import { Problem } from '../../shared/http/schemas.ts';
-import { isPlainlyValidCollectBody } from './collect-fast-check.ts';
-import { Accepted, CollectBody, CollectQuery, ConversionAccepted, ConversionBody } from './collect.schema.ts';
+import { Accepted, CollectBody, CollectQuery, ConversionAccepted, ConversionBody, meetsCollectRules } from './collect.schema.ts';
 import { collectRecords, conversionRecord, type RecordContext } from './event-record.ts';
 import type { IntakeLimit } from '../../shared/metrics.ts';
 import { WindowCounter, clientAddressKey, retryAfterSeconds } from './intake-limits.ts';
@@ -116,18 +117,54 @@ const contextOf = (opts: IntakePluginOptions, tenantId: string): RecordContext =
 });
 
 /**
- * The app's zod validatorCompiler (shared/http/app.ts), with a fast path for
- * the body: one that collect-fast-check.ts finds plainly valid is taken as it
- * is, without zod's parse and its output objects; any other goes through zod,
- * so every refusal is worded as before. The querystring is zod's alone.
+ * Validates the body of /v1/collect with the JSON Schema of CollectBody
+ * (z.toJSONSchema), compiled once by Fastify's ajv compiler, then with
+ * `meetsCollectRules` for what JSON Schema cannot state. A body both pass is
+ * taken as it is, without zod's parse and its output objects: zod would only
+ * strip unknown keys, which `collectRecords` never reads. Any other body goes
+ * through the app's zod validatorCompiler (shared/http/app.ts), so every
+ * refusal keeps zod's paths and wording. The querystring is zod's alone.
  */
 export const collectValidatorCompiler: FastifySchemaCompiler<unknown> = (routeSchema) => {
   // NOTE: the cast: Fastify's route option types the compiler with the whole
   // route schema, but calls it with one part's schema, here a zod schema.
   const zodValidate = validatorCompiler(routeSchema as Parameters<typeof validatorCompiler>[0]);
   if (routeSchema.httpPart !== 'body') return zodValidate;
-  return (data: unknown) => (isPlainlyValidCollectBody(data) ? { value: data } : zodValidate(data));
+  const accepts = collectBodyCheck(routeSchema.schema as z.ZodType);
+  return (data: unknown) => (accepts(data) ? { value: data } : zodValidate(data));
 };
+
+/** Whether a body passes the JSON Schema of `schema` (CollectBody) and `meetsCollectRules`. */
+export function collectBodyCheck(schema: z.ZodType): (data: unknown) => boolean {
+  const jsonSchema = z.toJSONSchema(schema, {
+    io: 'input',
+    target: 'draft-7',
+    // A string format zod states with a pattern (uuid, date-time) is checked
+    // by that pattern alone: ajv-formats' own check of it would be a second,
+    // differently written rule, and cost as much again.
+    override: ({ jsonSchema: s }) => {
+      if (s.pattern !== undefined) delete s.format;
+    },
+  });
+  const jsonValidate = compileJsonSchema(jsonSchema);
+  return (data) => jsonValidate(data) && meetsCollectRules(data as z.infer<typeof CollectBody>);
+}
+
+/**
+ * Fastify's ajv compiler, with options that make ajv refuse what zod refuses:
+ * no type coercion ("5" is not a number to zod), no defaults, and string
+ * lengths in UTF-16 code units as z.string().max() counts them. zod's
+ * `example` metadata is a keyword ajv is told to ignore. NOTE: ajv calls `unicode: false` deprecated (and says so
+ * once, on start-up), but it is its only way to count as zod does;
+ * collect-validation.test.ts holds the two to the same lengths.
+ */
+let jsonSchemaCompiler: ReturnType<ReturnType<typeof AjvCompiler>> | undefined;
+function compileJsonSchema(schema: object): (data: unknown) => boolean {
+  jsonSchemaCompiler ??= AjvCompiler()({}, { customOptions: { coerceTypes: false, useDefaults: false, removeAdditional: false, unicode: false, keywords: ['example'] } });
+  // NOTE: the cast: the package's types declare ajv's compile signature, but
+  // the function it returns takes the route's part ({ schema }), as Fastify calls it.
+  return (jsonSchemaCompiler as unknown as (part: { schema: object }) => (data: unknown) => boolean)({ schema });
+}
 
 async function playerIntake(root: FastifyInstance, opts: IntakePluginOptions): Promise<void> {
   const app = root.withTypeProvider<ZodTypeProvider>();

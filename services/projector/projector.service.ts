@@ -1,6 +1,5 @@
 import type { Kafka } from 'kafkajs';
-import { plainlyValidPlayerEvent } from '../../schemas/player-event-fast-check.ts';
-import { PlayerEventRecord, SecurityEventRecord, VideoRecord, WebhookAttemptRecord } from '../../schemas/records.ts';
+import { PlayerEventRecord, SecurityEventRecord, VideoRecord, WebhookAttemptRecord, playerEventViolation } from '../../schemas/records.ts';
 import type { SchemaRegistry } from '../../schemas/registry.ts';
 import { chTime, type ClickHouseClient } from '../../shared/clickhouse/clickhouse.ts';
 import { insertLines, insertRows } from '../../shared/clickhouse/insert-rows.ts';
@@ -55,7 +54,7 @@ export async function startProjector(deps: ProjectorDeps) {
   /** The values of a batch (a tombstone has no place on these topics and is dead-lettered by the decoder). */
   const values = <T>(items: BatchItem<T>[]): T[] => items.flatMap((i) => (i.record.kind === 'value' ? [i.record.value] : []));
 
-  const decodeEvent = recordDecoder(deps.registry, 'player-event', PlayerEventRecord, { fastCheck: plainlyValidPlayerEvent });
+  const decodeEvent = recordDecoder(deps.registry, 'player-event', PlayerEventRecord, { avroRules: playerEventViolation });
   /** A record's line, or, for a record the dedupe step must see, the candidate holding it. */
   const events = new BatchConsumer<string | RetryCandidate>({
     ...common,

@@ -42,19 +42,19 @@ export type RecordDecoder<T> = (message: Pick<KafkaMessage, 'value'> & { key?: K
  * a tombstone on compacted topics (`tombstones: true`) and poison elsewhere;
  * an empty value is always poison.
  *
- * `fastCheck` is an optional shortcut in front of zod for a hot subject (e.g.
- * schemas/player-event-fast-check.ts): for a decoded value that `schema`
- * certainly accepts it answers the value zod's parse would give, and
- * undefined for anything else, which zod then parses as before (so refusals
- * keep zod's reason and wording).
+ * `avroRules` is for a subject whose Avro schema states the zod twin's types
+ * (e.g. the player event, `playerEventViolation`): the decoded value is
+ * trusted for them, only these rules are checked, with no zod parse, and the
+ * value is handed on as a plain copy of Avro's fields. A broken rule is
+ * poison, `schema_violation`, worded `field: message` as zod's refusals are.
  */
 export function recordDecoder<S extends z.ZodType>(
   registry: SchemaRegistry,
   subject: Subject,
   schema: S,
-  opts: { tombstones?: boolean; fastCheck?: (raw: unknown) => z.infer<S> | undefined } = {},
+  opts: { tombstones?: boolean; avroRules?: (value: z.infer<S>) => { field: string; message: string } | undefined } = {},
 ): RecordDecoder<z.infer<S>> {
-  const fastCheck = opts.fastCheck;
+  const avroRules = opts.avroRules;
   return (message) => {
     const bytes = message.value;
     if (bytes === null || bytes === undefined) {
@@ -68,9 +68,11 @@ export function recordDecoder<S extends z.ZodType>(
     } catch (err) {
       throw classifyDecodeError(err);
     }
-    if (fastCheck !== undefined) {
-      const fast = fastCheck(raw);
-      if (fast !== undefined) return { kind: 'value', value: fast };
+    if (avroRules !== undefined) {
+      const broken = avroRules(raw as z.infer<S>);
+      if (broken !== undefined) throw new PoisonRecordError('schema_violation', `${broken.field}: ${broken.message}`);
+      // NOTE: a copy: avsc decodes into instances of a generated class, and zod's output is a plain object.
+      return { kind: 'value', value: { ...(raw as object) } as z.infer<S> };
     }
     const parsed = schema.safeParse(raw);
     if (!parsed.success) {

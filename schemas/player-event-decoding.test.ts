@@ -3,21 +3,19 @@ import { join } from 'node:path';
 import avro from 'avsc';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import { COLLECTABLE_EVENT_NAMES } from '../shared/event-names.ts';
-import { SESSION_ID_RE, VISITOR_ID_RE } from '../shared/ids.ts';
 import { PoisonRecordError, recordDecoder, type RecordDecoder } from '../shared/kafka/poison.ts';
 import { PLAYER_EVENT } from '../test/helpers/player-event.ts';
-import { plainlyValidPlayerEvent } from './player-event-fast-check.ts';
-import { PlayerEventRecord } from './records.ts';
+import { PlayerEventRecord, playerEventViolation } from './records.ts';
 import { SchemaRegistry } from './registry.ts';
 
 /**
- * The fast path of the player-event decoders against zod itself: whatever it
- * accepts, zod accepts, and its value is zod's output (same keys in the same
- * order, same values, a plain object). Values are valid records from a
- * generator, then mutated, mostly into something invalid or unusual; both as
- * plain objects and as bytes through the Avro writers of every version.
+ * The player-event decoder of the consumers (Avro's decoding trusted for the
+ * types, `playerEventViolation` for the rest) against a decoder that parses
+ * with the zod twin: the same values (same keys in the same order, a plain
+ * object) and the same poison reasons, for what every writer version writes.
+ * Values are valid records from a generator, then mutated, mostly into
+ * something invalid or unusual, and then written by Avro where it can.
  */
 
 const registry = SchemaRegistry.fromManifest();
@@ -46,12 +44,12 @@ function encodings(value: unknown): { version: number; bytes: Buffer }[] {
   return out;
 }
 
-/** The same value, to the key order and the prototype: toStrictEqual checks neither order nor, for plain objects, this precisely. */
-function expectSameValue(fast: unknown, zod: unknown, label: string) {
-  expect(fast, label).toStrictEqual(zod);
-  expect(Object.getPrototypeOf(fast), label).toBe(Object.prototype);
-  expect(Object.keys(fast as object), label).toEqual(Object.keys(zod as object));
-  expect(JSON.stringify(fast), label).toBe(JSON.stringify(zod));
+/** The same value, to the key order and the prototype. */
+function expectSameValue(a: unknown, b: unknown, label: string) {
+  expect(a, label).toStrictEqual(b);
+  expect(Object.getPrototypeOf(a), label).toBe(Object.prototype);
+  expect(Object.keys(a as object), label).toEqual(Object.keys(b as object));
+  expect(JSON.stringify(a), label).toBe(JSON.stringify(b));
 }
 
 const show = (v: unknown) => {
@@ -61,26 +59,6 @@ const show = (v: unknown) => {
     return String(v);
   }
 };
-
-/**
- * The property: a fast answer implies zod's accept and zod's value. NOTE: the
- * check is also exact here (it refuses only what zod refuses, and a record
- * without a boolean event_id_from_client, which it leaves to zod on purpose),
- * so that a fast path that merely falls back more often also fails.
- */
-function expectSound(raw: unknown): { fast: boolean; zod: boolean } {
-  const fast = plainlyValidPlayerEvent(raw);
-  const parsed = PlayerEventRecord.safeParse(raw);
-  const label = show(raw);
-  if (fast !== undefined) {
-    expect(parsed.error?.issues, label).toBeUndefined();
-    expectSameValue(fast, parsed.data, label);
-    expect(fast, label).not.toBe(raw);
-  }
-  const expected = parsed.success && typeof parsed.data.event_id_from_client === 'boolean';
-  expect(fast !== undefined, `exactness: ${label}`).toBe(expected);
-  return { fast: fast !== undefined, zod: parsed.success };
-}
 
 type Outcome = { value: unknown } | { tombstone: true } | { poison: { name: string; reason: string; message: string } };
 
@@ -94,24 +72,27 @@ function outcome(decode: RecordDecoder<PlayerEventRecord>, value: Buffer | null)
   }
 }
 
-const slowDecoder = recordDecoder(registry, 'player-event', PlayerEventRecord);
-let fastTaken = 0;
-const fastDecoder = recordDecoder(registry, 'player-event', PlayerEventRecord, {
-  fastCheck: (raw) => {
-    const v = plainlyValidPlayerEvent(raw);
-    if (v !== undefined) fastTaken++;
-    return v;
-  },
-});
+const zodDecoder = recordDecoder(registry, 'player-event', PlayerEventRecord);
+const avroDecoder = recordDecoder(registry, 'player-event', PlayerEventRecord, { avroRules: playerEventViolation });
 
-/** The decoder with the fast path answers as the one without; returns whether the fast path answered. */
-function expectSameDecoding(bytes: Buffer | null, label: string): { fast: boolean; outcome: Outcome } {
-  const before = fastTaken;
-  const fast = outcome(fastDecoder, bytes);
-  const slow = outcome(slowDecoder, bytes);
-  expect(fast, label).toStrictEqual(slow);
-  if ('value' in fast && 'value' in slow) expectSameValue(fast.value, slow.value, label);
-  return { fast: fastTaken > before, outcome: slow };
+/**
+ * The consumers' decoder answers as the zod twin's: the same value, or poison
+ * for the same reason (a record that breaks several rules may be worded by
+ * another of them). Returns the consumers' outcome.
+ */
+function expectSameDecoding(bytes: Buffer | null, label: string): Outcome {
+  const avro = outcome(avroDecoder, bytes);
+  const zod = outcome(zodDecoder, bytes);
+  if ('value' in zod) {
+    expect(avro, label).toHaveProperty('value');
+    expectSameValue((avro as { value: unknown }).value, zod.value, label);
+  } else if ('poison' in zod) {
+    expect(avro, label).toMatchObject({ poison: { name: zod.poison.name, reason: zod.poison.reason } });
+    if (zod.poison.reason !== 'schema_violation') expect(avro, label).toStrictEqual(zod);
+  } else {
+    expect(avro, label).toStrictEqual(zod);
+  }
+  return avro;
 }
 
 // ───────────────────────────── generators ─────────────────────────────
@@ -277,141 +258,78 @@ const mutatedRecord = fc.tuple(validRecord, fc.array(mutation, { minLength: 1, m
 
 const example: PlayerEventRecord = PLAYER_EVENT;
 
-describe('plainlyValidPlayerEvent', () => {
-  it('restates the schema it stands in for: the same patterns, and the Avro reader has exactly its fields', () => {
-    type Internals = { _zod: { def: { pattern?: RegExp; checks?: { _zod: { def: { pattern?: RegExp } } }[] } } };
-    const def = (key: keyof PlayerEventRecord) => (PlayerEventRecord.shape[key] as unknown as Internals)._zod.def;
-    for (const key of ['event_id', 'tenant_id', 'video_id'] as const) expect(def(key).pattern).toEqual(z.regexes.uuid());
-    expect(def('session_id').checks?.map((c) => c._zod.def.pattern)).toEqual([SESSION_ID_RE]);
-    expect(def('visitor_id').checks?.map((c) => c._zod.def.pattern)).toEqual([VISITOR_ID_RE]);
-    // The newest reader decodes every version into these fields.
+describe('the player-event decoder', () => {
+  it('hands on the fields of the zod twin: the newest Avro reader has exactly its keys, in its order', () => {
     expect((V3 as avro.types.RecordType).fields.map((f) => f.name)).toEqual(KEYS);
   });
 
-  it('answers a plain copy of an avsc-decoded record, equal to zod\'s output, for every writer version', () => {
+  it('answers a plain copy of what every writer version wrote, equal to the zod twin\'s output', () => {
     for (const { version, bytes } of encodings(example)) {
       const raw = registry.decode<PlayerEventRecord>('player-event', bytes);
+      // avsc decodes into instances of its generated class; the consumers get plain objects.
       expect(Object.getPrototypeOf(raw), `v${version}`).not.toBe(Object.prototype);
-      const fast = plainlyValidPlayerEvent(raw);
-      expect(fast, `v${version}`).toBeDefined();
-      expectSameValue(fast, PlayerEventRecord.parse(raw), `v${version}`);
-      // NOTE: the avsc instance itself is not what zod gives: another prototype.
-      expect(raw).not.toStrictEqual(PlayerEventRecord.parse(raw));
+      const d = expectSameDecoding(bytes, `v${version}`);
+      expectSameValue((d as { value: unknown }).value, PlayerEventRecord.parse(raw), `v${version}`);
     }
   });
 
-  it('decides the UUID near misses as z.uuid() does', () => {
+  it('takes the UUIDs z.uuid() takes, and refuses its near misses', () => {
+    const NIL_ = '00000000-0000-0000-0000-000000000000';
+    const MAX_ = 'ffffffff-ffff-ffff-ffff-ffffffffffff';
     const cases: [string, boolean][] = [
       ['3f1c2b8e-4b1a-4c55-9a57-0d7f8f7d2c11', true],
       ['3F1C2B8E-4B1A-4C55-9A57-0D7F8F7D2C11', true],
-      [NIL, true],
-      [MAX, true],
-      [MAX.toUpperCase(), false],
+      [NIL_, true],
+      [MAX_, true],
+      [MAX_.toUpperCase(), false],
       ['3f1c2b8e-4b1a-0c55-9a57-0d7f8f7d2c11', false], // version 0
       ['3f1c2b8e-4b1a-9c55-9a57-0d7f8f7d2c11', false], // version 9
       ['3f1c2b8e-4b1a-4c55-ca57-0d7f8f7d2c11', false], // variant c
       ['3f1c2b8e-4b1a-4c55-9a57-0d7f8f7d2c1', false],
       ['3f1c2b8e4b1a4c559a570d7f8f7d2c11', false],
-      [`${NIL}\n`, false],
+      [`${NIL_}\n`, false],
     ];
     for (const [id, ok] of cases) {
       for (const key of ['event_id', 'tenant_id', 'video_id'] as const) {
-        expect(expectSound({ ...example, [key]: id }), `${key} ${id}`).toEqual({ fast: ok, zod: ok });
+        const d = expectSameDecoding(registry.encode('player-event', { ...example, [key]: id }), `${key} ${id}`);
+        expect('value' in d, `${key} ${id}`).toBe(ok);
       }
     }
   });
 
-  it('falls back on the values zod refuses, and on an absent or undefined event_id_from_client', () => {
-    const refused: [keyof PlayerEventRecord, unknown][] = [
-      ['current_time', NaN],
-      ['duration', Infinity],
-      ['watched_percentage', -Infinity],
-      ['seek_from', NaN],
-      ['conversion_value', Infinity],
-      ['timestamp', -1],
-      ['timestamp', 1.5],
-      ['received_at', 2 ** 53],
-      ['play_ms', 0.5],
-      ['focus_ms', NaN],
-      ['event_name', ''],
-      ['session_id', 'ses_'],
-      ['visitor_id', `vis_${'a'.repeat(65)}`],
-      ['source', 'PLAYER'],
-      ['utm_source', undefined],
-      ['event_id_from_client', null],
+  it('words a broken rule as `field: why`, schema_violation, for every writer version', () => {
+    const cases: [Partial<Record<keyof PlayerEventRecord, unknown>>, string][] = [
+      [{ current_time: NaN }, 'current_time: must be a finite number'],
+      [{ seek_to: Infinity }, 'seek_to: must be a finite number'],
+      [{ conversion_value: -Infinity }, 'conversion_value: must be a finite number'],
+      [{ timestamp: -5 }, 'timestamp: must not be negative'],
+      [{ received_at: -1 }, 'received_at: must not be negative'],
+      [{ tenant_id: 'ffffffff-ffff-ffff-ffff-ffffffffffff'.toUpperCase() }, 'tenant_id: must be a UUID'],
+      [{ event_name: '' }, 'event_name: must not be empty'],
+      [{ session_id: 'ses_a b' }, 'session_id: must match /^ses_[A-Za-z0-9_-]{1,64}$/'],
+      [{ visitor_id: 'vis_' }, 'visitor_id: must match /^vis_[A-Za-z0-9_-]{1,64}$/'],
     ];
-    for (const [key, value] of refused) expect(expectSound({ ...example, [key]: value }), `${key} ${show(value)}`).toEqual({ fast: false, zod: false });
-    const { event_id_from_client: _f, ...unflagged } = example;
-    expect(expectSound(unflagged)).toEqual({ fast: false, zod: true });
-    expect(expectSound({ ...example, event_id_from_client: undefined })).toEqual({ fast: false, zod: true });
-    for (const raw of [null, undefined, 'x', 1, [], [example], Object.assign([], example)]) expect(expectSound(raw).fast, show(raw)).toBe(false);
-    // Still valid: -0, the extremes, a lone surrogate as event name; extra keys are dropped.
-    for (const raw of [
-      { ...example, timestamp: -0, current_time: -0, play_ms: -0 },
-      { ...example, timestamp: Number.MAX_SAFE_INTEGER, play_ms: Number.MIN_SAFE_INTEGER, duration: Number.MAX_VALUE },
-      { ...example, event_name: '\uD800' },
-      { ...example, extra: 1, event_id_from_server: true },
-      Object.create(example) as object,
-    ]) {
-      expect(expectSound(raw), show(raw)).toEqual({ fast: true, zod: true });
+    for (const [change, message] of cases) {
+      const all = encodings({ ...example, ...change });
+      expect(all.length, show(change)).toBeGreaterThan(0);
+      for (const { version, bytes } of all) {
+        const d = expectSameDecoding(bytes, `v${version} ${show(change)}`);
+        // v1 has no conversion_value: its reader fills in null.
+        if (version === 1 && 'conversion_value' in change) continue;
+        expect(d, `v${version}`).toStrictEqual({ poison: { name: 'PoisonRecordError', reason: 'schema_violation', message } });
+      }
+      // The zod twin refuses it on the same field.
+      expect(PlayerEventRecord.safeParse({ ...example, ...change }).error?.issues[0]?.path, show(change)).toEqual([message.split(':')[0]]);
     }
   });
 
-  it('accepts every generated valid record, and answers zod\'s value', () => {
-    fc.assert(
-      fc.property(validRecord, (r) => {
-        expect(expectSound(r)).toEqual({ fast: true, zod: true });
-      }),
-      { numRuns: 1000 },
-    );
-  });
-
-  it('is sound (and exact) on mutated records as plain objects', () => {
-    const seen = { fast: 0, zodOnly: 0, neither: 0 };
-    fc.assert(
-      fc.property(mutatedRecord, (raw) => {
-        const r = expectSound(raw);
-        if (r.fast) seen.fast++;
-        else if (r.zod) seen.zodOnly++;
-        else seen.neither++;
-      }),
-      { numRuns: 5000 },
-    );
-    // The mutations reach every outcome; else the property would prove little.
-    expect(seen.fast).toBeGreaterThan(250);
-    expect(seen.zodOnly).toBeGreaterThan(10);
-    expect(seen.neither).toBeGreaterThan(2500);
-  });
-
-  it('is sound on avsc-decoded records, valid and then mutated in place', () => {
-    let fast = 0;
-    fc.assert(
-      fc.property(validRecord, fc.array(mutation, { maxLength: 2 }), (r, ms) => {
-        for (const { bytes } of encodings(r)) {
-          const raw = registry.decode<Record<string, unknown>>('player-event', bytes);
-          for (const m of ms) {
-            if (m.kind === 'delete') delete raw[m.key];
-            else Object.defineProperty(raw, m.key, { value: m.value, enumerable: true, writable: true, configurable: true });
-          }
-          if (expectSound(raw).fast) fast++;
-          else expect(ms.length).toBeGreaterThan(0);
-        }
-      }),
-      { numRuns: 500 },
-    );
-    expect(fast).toBeGreaterThan(500);
-  });
-});
-
-describe('recordDecoder with the player-event fast path', () => {
-  it('decodes what every writer version wrote as without it, taking the fast path for valid records', () => {
+  it('decodes every generated valid record as the zod twin does, from every writer version', () => {
     const versions = new Set<number>();
     fc.assert(
       fc.property(validRecord, (r) => {
         for (const { version, bytes } of encodings(r)) {
           versions.add(version);
-          const d = expectSameDecoding(bytes, `v${version} ${show(r)}`);
-          expect(d.fast, `v${version}`).toBe(true);
+          expect('value' in expectSameDecoding(bytes, `v${version} ${show(r)}`), `v${version}`).toBe(true);
         }
       }),
       { numRuns: 500 },
@@ -419,49 +337,28 @@ describe('recordDecoder with the player-event fast path', () => {
     expect([...versions].sort()).toEqual([1, 2, 3]);
   });
 
-  it('gives the same values and the same poison (reason and message) as without it for mutated records', () => {
-    const seen = { fast: 0, slowValue: 0, poison: 0 };
+  it('gives the same values and poison reasons as the zod twin for mutated records', () => {
+    const seen = { value: 0, poison: 0 };
     fc.assert(
       fc.property(mutatedRecord, (raw) => {
         for (const { version, bytes } of encodings(raw)) {
           const d = expectSameDecoding(bytes, `v${version} ${show(raw)}`);
-          if (d.fast) seen.fast++;
-          else if ('value' in d.outcome) seen.slowValue++;
+          if ('value' in d) seen.value++;
           else seen.poison++;
         }
       }),
       { numRuns: 3000 },
     );
-    expect(seen.fast).toBeGreaterThan(500);
+    // The mutations reach both outcomes; else the property would prove little.
+    expect(seen.value).toBeGreaterThan(500);
     expect(seen.poison).toBeGreaterThan(500);
   });
 
-  it('words a NaN double, a negative timestamp and a bad UUID as zod did: schema_violation', () => {
-    const cases: [Partial<Record<keyof PlayerEventRecord, unknown>>, string][] = [
-      [{ current_time: NaN }, 'current_time: '],
-      [{ seek_to: Infinity }, 'seek_to: '],
-      [{ timestamp: -5 }, 'timestamp: '],
-      [{ tenant_id: MAX.toUpperCase() }, 'tenant_id: '],
-      [{ event_name: '' }, 'event_name: '],
-      [{ session_id: 'ses_a b' }, 'session_id: '],
-    ];
-    for (const [change, prefix] of cases) {
-      for (const { version, bytes } of encodings({ ...example, ...change })) {
-        const d = expectSameDecoding(bytes, `v${version} ${show(change)}`);
-        expect(d.fast).toBe(false);
-        expect(d.outcome).toMatchObject({ poison: { name: 'PoisonRecordError', reason: 'schema_violation' } });
-        expect((d.outcome as { poison: { message: string } }).poison.message.startsWith(prefix), show(d.outcome)).toBe(true);
-      }
-    }
-  });
-
-  it('leaves bytes that are not a player event to the same refusals', () => {
+  it('refuses bytes that are not a player event as the zod twin\'s decoder does', () => {
     const good = registry.encode('player-event', example);
     const tenant = registry.encode('tenant', { id: example.tenant_id, name: 'Acme', player_key: 'pk_abc', created_at: 1, allowed_origins: [], previous_player_key: null, previous_player_key_expires_at: null, suspended_at: null });
     for (const bytes of [null, Buffer.alloc(0), Buffer.from([1, 0, 0, 0, 3]), Buffer.from([0, 0, 0, 0, 99, 1]), tenant, good.subarray(0, good.length - 3), Buffer.concat([good, Buffer.from([7])])]) {
-      const d = expectSameDecoding(bytes, show(bytes));
-      expect(d.fast).toBe(false);
-      expect('poison' in d.outcome).toBe(true);
+      expect('poison' in expectSameDecoding(bytes, show(bytes))).toBe(true);
     }
   });
 });
