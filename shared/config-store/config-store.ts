@@ -3,6 +3,7 @@ import { type Admin, type Consumer, type Kafka, type KafkaMessage, type Producer
 import type { SchemaRegistry, Subject } from '../../schemas/registry.ts';
 import { ApiKeyRecord, ApiKeyUsageRecord, DestinationRecord, TenantRecord, VideoRecord } from '../../schemas/records.ts';
 import { CrashRestarts } from '../kafka/crash-restarts.ts';
+import { DURABLE_HANDOFF, retry } from '../retry.ts';
 import type { DeadLetterSink } from '../kafka/dead-letters.ts';
 import { PoisonRecordError, recordDecoder, type RecordDecoder } from '../kafka/poison.ts';
 import { CONFIG_KINDS, type ConfigKind, type Topics } from '../kafka/topics.ts';
@@ -51,8 +52,9 @@ export class ConfigStore {
   readonly #deadLetters: DeadLetterSink | undefined;
   readonly #lettersInFlight = new Set<Promise<void>>();
   #running = false;
-  #stopped = false;
-  readonly #restarts = new CrashRestarts({ stopped: () => this.#stopped });
+  /** Aborted by stop(): dead letters stop retrying, and the consumer is not restarted. */
+  readonly #stop = new AbortController();
+  readonly #restarts = new CrashRestarts({ signal: this.#stop.signal });
   /** Records skipped as unreadable since start. */
   skipped = 0;
 
@@ -99,7 +101,7 @@ export class ConfigStore {
 
   async stop(): Promise<void> {
     this.#running = false;
-    this.#stopped = true;
+    this.#stop.abort();
     await Promise.race([Promise.allSettled([...this.#lettersInFlight]), new Promise((r) => setTimeout(r, 2000).unref())]);
     await this.#consumer.disconnect();
   }
@@ -221,16 +223,8 @@ export class ConfigStore {
     // one dead-letters the same record (same source coordinates); readers of
     // the dead-letter topic count distinct (topic, partition, offset).
     const letter = { topic, partition, offset: message.offset, key: message.key, value: message.value, headers: message.headers, reason, detail, group: 'config-store' } as const;
-    const send = (async () => {
-      for (let delay = 200; !this.#stopped; delay = Math.min(delay * 2, 5000)) {
-        try {
-          await this.#deadLetters!.send([letter]);
-          return;
-        } catch {
-          await new Promise((r) => setTimeout(r, delay).unref());
-        }
-      }
-    })();
+    // A letter still unsent at stop() is sent again by the next start, which reads the topic again.
+    const send = retry(() => this.#deadLetters!.send([letter]), { schedule: DURABLE_HANDOFF, signal: this.#stop.signal }).catch(() => undefined);
     this.#lettersInFlight.add(send);
     void send.finally(() => this.#lettersInFlight.delete(send));
   }

@@ -1,9 +1,17 @@
 import type { EachBatchPayload, KafkaMessage } from 'kafkajs';
 import { classifyFailure } from '../failure-class.ts';
 import type { DeadLetter } from './dead-letters.ts';
-import { backoff, GroupMember, type GroupMemberOptions, type Outcome } from './group-member.ts';
+import { GroupMember, type GroupMemberOptions, type Outcome } from './group-member.ts';
 import type { Decoded } from './poison.ts';
 import { eventLoopSlices, type TimeSlices } from '../time-slices.ts';
+import { delayFor, sleep, type Schedule } from '../retry.ts';
+
+/**
+ * The wait before a failed batch is read again, by failures in a row. The
+ * retry is a rewind and a new fetch, not a call in a loop, so only the
+ * schedule is shared with retry().
+ */
+const REWIND_SCHEDULE: Schedule = { initialMs: 250, maxMs: 10_000 };
 
 /** A decoded record handed to a batch handler. */
 export interface BatchItem<T> {
@@ -75,7 +83,7 @@ export class BatchConsumer<T> extends GroupMember<T> {
   /** The offset commits of handled batches, one after the other. */
   #commits: Promise<void> = Promise.resolve();
   #timer: NodeJS.Timeout | undefined;
-  #retryDelayMs = 0;
+  #failuresInRow = 0;
   readonly #slices: TimeSlices;
 
   constructor(opts: BatchConsumerOptions<T>) {
@@ -118,7 +126,7 @@ export class BatchConsumer<T> extends GroupMember<T> {
 
   /** Stops fetching, makes what was fetched durable and commits it (within `budgetMs`), leaves the group. */
   async stop(budgetMs = 10_000): Promise<void> {
-    this.stopping = true;
+    this.beginStop();
     this.pauseAll();
     clearTimeout(this.#timer);
     this.#timer = undefined;
@@ -228,7 +236,7 @@ export class BatchConsumer<T> extends GroupMember<T> {
       }
       if (items.length > 0 && oldest !== undefined) this.opts.onRecordAge?.('handled', Date.now() - Number(oldest));
       await this.opts.deadLetters.send(letters);
-      this.#retryDelayMs = 0;
+      this.#failuresInRow = 0;
       this.failing = undefined;
     } catch (err) {
       this.transientFailure(err);
@@ -324,8 +332,8 @@ export class BatchConsumer<T> extends GroupMember<T> {
   async #rewind(fetched: Fetched<T>[], err: unknown): Promise<void> {
     const all = [...fetched, ...this.#pending];
     this.#pending = [];
-    this.#retryDelayMs = Math.min(Math.max(this.#retryDelayMs * 2, 250), 10_000);
-    this.log.error({ err: { message: (err as Error).message }, messages: fetched.length, retry_in_ms: this.#retryDelayMs }, 'consumer_batch_failed');
+    const delay = delayFor(REWIND_SCHEDULE, ++this.#failuresInRow);
+    this.log.error({ err: { message: (err as Error).message }, messages: fetched.length, retry_in_ms: delay }, 'consumer_batch_failed');
     const generation = this.generation;
     const first = new Map<string, { topic: string; partition: number; offset: bigint }>();
     for (const { topic, partition, message, marker } of all) {
@@ -335,7 +343,7 @@ export class BatchConsumer<T> extends GroupMember<T> {
       const seen = first.get(key);
       if (!seen || o < seen.offset) first.set(key, { topic, partition, offset: o });
     }
-    await backoff(this.#retryDelayMs, () => this.stopping);
+    await sleep(delay, this.stopSignal);
     if (this.stopping || generation !== this.generation) return;
     for (const { topic, partition, offset } of first.values()) {
       if (!this.owns(topic, partition)) continue;

@@ -5,8 +5,6 @@ import type { DeadLetter, DeadLetterSink } from './dead-letters.ts';
 import { crashCause, CrashRestarts } from './crash-restarts.ts';
 import { PoisonRecordError, type Decoded, type PoisonReason, type RecordDecoder } from './poison.ts';
 
-export { backoff } from './crash-restarts.ts';
-
 export interface GroupMemberOptions<T> {
   kafka: Kafka;
   log: Logger;
@@ -45,7 +43,8 @@ export abstract class GroupMember<T> {
   protected readonly log: Logger;
   /** Bumped when a rebalance starts and when the member joins. */
   protected generation = 0;
-  protected stopping = false;
+  /** Aborted once stop() begins: ends waits and retries, and refuses crash restarts. */
+  readonly #stop = new AbortController();
   /** Set while the handler keeps failing (transient: retried, never skipped). */
   protected failing: string | undefined;
   readonly #assigned = new Set<string>();
@@ -61,7 +60,7 @@ export abstract class GroupMember<T> {
     this.opts = opts;
     this.log = opts.log.child({ group: opts.groupId });
     const sessionTimeout = opts.sessionTimeoutMs ?? 30000;
-    this.#restarts = new CrashRestarts({ stopped: () => this.stopping, onRestart: () => opts.metrics.consumerRestarts.inc({ group: opts.groupId }) });
+    this.#restarts = new CrashRestarts({ signal: this.#stop.signal, onRestart: () => opts.metrics.consumerRestarts.inc({ group: opts.groupId }) });
     this.consumer = opts.kafka.consumer({
       groupId: opts.groupId,
       sessionTimeout,
@@ -124,6 +123,20 @@ export abstract class GroupMember<T> {
 
   get topics(): readonly string[] {
     return this.opts.topics;
+  }
+
+  /** Aborted once the member begins to stop. */
+  protected get stopSignal(): AbortSignal {
+    return this.#stop.signal;
+  }
+
+  protected get stopping(): boolean {
+    return this.#stop.signal.aborted;
+  }
+
+  /** Marks the member as stopping: batches in hand end, waits are cut short. */
+  protected beginStop(): void {
+    this.#stop.abort();
   }
 
   /** Whether this member owns the partition in the current generation. */

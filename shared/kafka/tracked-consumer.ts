@@ -1,6 +1,7 @@
 import type { EachBatchPayload, KafkaMessage } from 'kafkajs';
 import { OffsetTracker } from './offset-tracker.ts';
-import { backoff, GroupMember, type GroupMemberOptions } from './group-member.ts';
+import { GroupMember, type GroupMemberOptions } from './group-member.ts';
+import { DURABLE_HANDOFF, retry } from '../retry.ts';
 import type { Decoded } from './poison.ts';
 import { eventLoopSlices, type TimeSlices } from '../time-slices.ts';
 
@@ -93,7 +94,7 @@ export class TrackedConsumer<T> extends GroupMember<T> {
 
   /** Stops fetching, waits for outstanding work (at most `budgetMs`), commits what is done, leaves. */
   async stop(budgetMs = 10_000): Promise<void> {
-    this.stopping = true;
+    this.beginStop();
     for (const t of this.#timers) clearTimeout(t);
     this.#timers.clear();
     this.pauseAll();
@@ -104,18 +105,15 @@ export class TrackedConsumer<T> extends GroupMember<T> {
 
   /** Runs `fn` until it succeeds, with a growing pause; gives up only when the consumer stops. */
   async untilDone(what: string, fn: () => Promise<void>): Promise<void> {
-    for (let delay = 200; ; delay = Math.min(delay * 2, 5000)) {
-      try {
-        await fn();
-        if (this.failing) this.failing = undefined;
-        return;
-      } catch (err) {
-        if (this.stopping) throw err;
+    await retry(fn, {
+      schedule: DURABLE_HANDOFF,
+      signal: this.stopSignal,
+      onRetry: (err, _attempt, delay) => {
         this.transientFailure(err);
         this.log.warn({ err: { message: (err as Error).message }, what, retry_in_ms: delay }, 'consumer_work_retry');
-        await backoff(delay, () => this.stopping);
-      }
-    }
+      },
+    });
+    if (this.failing) this.failing = undefined;
   }
 
   async #eachBatch({ batch, resolveOffset, heartbeat, isRunning, isStale, pause }: EachBatchPayload): Promise<void> {
