@@ -13,7 +13,8 @@ export interface GroupMemberOptions<T> {
   topics: string[];
   /** Value decoder of every topic read (decode + schema validation). */
   decode: RecordDecoder<T>;
-  deadLetters: DeadLetterSink;
+  /** Where poison goes (anything with DeadLetterSink's send). */
+  deadLetters: Pick<DeadLetterSink, 'send'>;
   /** Work pending with no progress for this long makes the member unhealthy. */
   stallMs: number;
   /**

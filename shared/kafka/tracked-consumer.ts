@@ -21,7 +21,12 @@ export interface TrackedConsumerOptions<T> extends GroupMemberOptions<T> {
    * it (a rejected record stays uncommitted and holds its partition's commit
    * point, which /readyz reports as a stall).
    */
-  handle: (record: Decoded<T>, message: KafkaMessage, partition: number) => Handling;
+  handle: (record: Decoded<T>, message: KafkaMessage, partition: number, topic: string) => Handling;
+  /**
+   * Whether done offsets are committed (default true). A reader that reads
+   * its topics whole at every start (the config store) commits nothing.
+   */
+  commitOffsets?: boolean;
   onInFlight?: (n: number) => void;
   /**
    * A partition waiting for a record that is not yet due is fetched again
@@ -173,7 +178,7 @@ export class TrackedConsumer<T> {
         handling = { kind: 'work', done: this.untilDone('dead_letter', () => this.#opts.deadLetters.send([outcome.letter])) };
       } else {
         try {
-          handling = this.#opts.handle(outcome.record, message, partition);
+          handling = this.#opts.handle(outcome.record, message, partition, topic);
         } catch (err) {
           // A handler that throws for a decoded record has a bug, not bad
           // input; the record stays uncommitted and the stall shows.
@@ -238,6 +243,7 @@ export class TrackedConsumer<T> {
   }
 
   #scheduleCommit(topic: string, partition: number, offset: string): void {
+    if (this.#opts.commitOffsets === false) return;
     this.#toCommit.set(`${topic}:${partition}`, { topic, partition, offset });
     this.#commitTimer ??= setTimeout(() => void this.#flushCommits(), 100);
   }
