@@ -334,17 +334,7 @@ export class BatchConsumer<T> {
   /** Commits the offset after each of `points` (read in `generation`) whose partition the member still owns in that generation. */
   async #commit(generation: number, points: CommitPoint[]): Promise<void> {
     if (generation !== this.member.generation) return;
-    const next = points
-      .filter((p) => this.member.owns(p.topic, p.partition))
-      .map(({ topic, partition, offset }) => ({ topic, partition, offset: (BigInt(offset) + 1n).toString() }));
-    if (next.length === 0) return;
-    try {
-      await this.member.consumer.commitOffsets(next);
-    } catch (err) {
-      // A rebalance moved a partition: its new owner re-reads from the last
-      // commit, and what it re-does is idempotent.
-      this.member.log.warn({ err: { message: (err as Error).message } }, 'offset_commit_failed');
-    }
+    await this.member.commit(points.map(({ topic, partition, offset }) => ({ topic, partition, offset: (BigInt(offset) + 1n).toString() })));
   }
 
   /**

@@ -246,6 +246,23 @@ export class GroupMember<T> {
     this.noteBusy();
   }
 
+  /**
+   * Commits each of `offsets` (the next offset to read) whose partition the
+   * member still owns. Kafka's classic protocol does not check ownership of
+   * a commit, so a stale one could move another member's partition.
+   */
+  async commit(offsets: { topic: string; partition: number; offset: string }[]): Promise<void> {
+    const owned = offsets.filter((o) => this.owns(o.topic, o.partition));
+    if (owned.length === 0) return;
+    try {
+      await this.consumer.commitOffsets(owned);
+    } catch (err) {
+      // A rebalance moved a partition: its new owner re-reads from the last
+      // commit, and what it re-does is idempotent.
+      this.log.warn({ err: { message: (err as Error).message } }, 'offset_commit_failed');
+    }
+  }
+
   /** The handler went through again. */
   recovered(): void {
     this.#failing = undefined;

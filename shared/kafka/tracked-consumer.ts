@@ -251,15 +251,9 @@ export class TrackedConsumer<T> {
   async #flushCommits(): Promise<void> {
     clearTimeout(this.#commitTimer);
     this.#commitTimer = undefined;
-    const offsets = [...this.#toCommit.values()].filter((o) => this.member.owns(o.topic, o.partition));
+    const offsets = [...this.#toCommit.values()];
     this.#toCommit.clear();
-    if (offsets.length === 0) return;
-    try {
-      await this.member.consumer.commitOffsets(offsets);
-    } catch (err) {
-      // A rebalance moved the partition: its new owner redoes the uncommitted part.
-      this.member.log.warn({ err: { message: (err as Error).message } }, 'offset_commit_failed');
-    }
+    await this.member.commit(offsets);
   }
 }
 
