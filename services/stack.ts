@@ -158,7 +158,7 @@ async function startClickHouse(core: Core, dataDir: string): Promise<{ client?: 
 
 /** The dead-letter producer, the lag monitor (started last) and the config store read to its end. */
 async function startShared(core: Core): Promise<Shared> {
-  const { kafka, log, metrics, registry, topics, admin, shutdown } = core;
+  const { config, kafka, log, metrics, registry, topics, admin, shutdown } = core;
   // Records no consumer can read go here, with their bytes (shared/kafka/dead-letters.ts).
   const deadLetterSender = new CoalescingSender({
     kafka,
@@ -171,7 +171,7 @@ async function startShared(core: Core): Promise<Shared> {
   const deadLetters = new DeadLetterSink({ sender: deadLetterSender, topic: topics.deadLetters, metrics, log });
   const lag = new LagMonitor({ admin, metrics, log });
 
-  const store = new ConfigStore({ kafka, registry, log, topics, deadLetters });
+  const store = new ConfigStore({ kafka, registry, log, metrics, topics, stallMs: config.CONSUMER_STALL_TIMEOUT_MS, deadLetters });
   await store.start(admin);
   shutdown.add('config-store', () => store.stop());
   const writer = new ConfigWriter({ kafka, store, registry, topics });
@@ -187,7 +187,7 @@ function sharedHealth(config: Config, shared: Shared): HealthSource[] {
     {
       name: 'config_store',
       problems: (): Problems => {
-        const problem = store.problem(config.CONSUMER_STALL_TIMEOUT_MS);
+        const problem = store.problem();
         return problem ? { config_store: problem } : {};
       },
     },

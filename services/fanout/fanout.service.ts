@@ -10,7 +10,8 @@ import { TrackedConsumer } from '../../shared/kafka/tracked-consumer.ts';
 import { classifyFailure } from '../../shared/failure-class.ts';
 import { CoalescingSender, isSizeError, RecordTooLargeError, type TopicMessages } from '../../shared/kafka/coalescing-sender.ts';
 import type { DeadLetter, DeadLetterSink } from '../../shared/kafka/dead-letters.ts';
-import { backoff, groupProblems } from '../../shared/kafka/group-member.ts';
+import { groupProblems } from '../../shared/kafka/group-member.ts';
+import { DURABLE_HANDOFF, retry } from '../../shared/retry.ts';
 import { recordDecoder, type Decoded } from '../../shared/kafka/poison.ts';
 import { tenantOfPlayerEventKey } from '../../shared/kafka/event-keys.ts';
 import { deferral, deferralsOf, LogThrottle, planAttempt, planFanOut, settlement, type AttemptResult, type Outgoing, type SecurityOut } from './delivery-steps.ts';
@@ -88,7 +89,7 @@ export async function startFanout(deps: FanoutDeps) {
     },
     /** Stops fetching, lets attempts in flight finish within `budgetMs` (the rest are read again), commits, closes. */
     async stop(budgetMs = 10_000) {
-      fanout.stopping = true;
+      fanout.stopping.abort();
       await Promise.all(consumers.map((c) => c.stop(budgetMs)));
       await Promise.all([deliveries.close(), alerts.close()]);
     },
@@ -156,8 +157,8 @@ function fanoutConsumers(deps: FanoutDeps, log: Logger, fanout: Fanout): (Tracke
 
 /** The fan-out's effects: lanes and request slots, posts, durable produces, metrics and logs. */
 class Fanout {
-  /** Set by stop(): hand-offs stop retrying, so their records stay uncommitted and are read again. */
-  stopping = false;
+  /** Aborted by stop(): hand-offs stop retrying, so their records stay uncommitted and are read again. */
+  readonly stopping = new AbortController();
   readonly #deps: FanoutDeps;
   readonly #log: Logger;
   readonly #now: () => number;
@@ -286,21 +287,18 @@ class Fanout {
    * letter instead of a retry loop.
    */
   async #durably(fn: () => Promise<unknown>, batch: TopicMessages): Promise<void> {
-    for (let delay = 200; ; delay = Math.min(delay * 2, 5000)) {
-      try {
-        await fn();
-        return;
-      } catch (err) {
-        const failure = classifyFailure(err);
-        if (failure.kind === 'permanent') {
-          const letters = refusedLetters(batch, err instanceof RecordTooLargeError ? err.message : failure.detail, err instanceof RecordTooLargeError || isSizeError(err), `${this.#deps.groupPrefix}fanout`);
-          await this.#durably(() => this.#deps.deadLetters.send(letters), []);
-          return;
-        }
-        if (this.stopping) throw err;
-        this.#log.warn({ err: { message: (err as Error).message } }, 'fanout_produce_retry');
-        await backoff(delay, () => this.stopping);
-      }
+    try {
+      await retry(fn, {
+        schedule: DURABLE_HANDOFF,
+        signal: this.stopping.signal,
+        isRetryable: (err) => classifyFailure(err).kind !== 'permanent',
+        onRetry: (err) => this.#log.warn({ err: { message: (err as Error).message } }, 'fanout_produce_retry'),
+      });
+    } catch (err) {
+      const failure = classifyFailure(err);
+      if (failure.kind !== 'permanent') throw err;
+      const letters = refusedLetters(batch, err instanceof RecordTooLargeError ? err.message : failure.detail, err instanceof RecordTooLargeError || isSizeError(err), `${this.#deps.groupPrefix}fanout`);
+      await this.#durably(() => this.#deps.deadLetters.send(letters), []);
     }
   }
 }

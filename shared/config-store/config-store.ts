@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { type Admin, type Consumer, type Kafka, type KafkaMessage, type Producer } from 'kafkajs';
+import { type Admin, type Kafka, type KafkaMessage, type Producer } from 'kafkajs';
 import type { SchemaRegistry, Subject } from '../../schemas/registry.ts';
 import { ApiKeyRecord, ApiKeyUsageRecord, DestinationRecord, TenantRecord, VideoRecord } from '../../schemas/records.ts';
-import { CrashRestarts } from '../kafka/crash-restarts.ts';
-import type { DeadLetterSink } from '../kafka/dead-letters.ts';
+import type { DeadLetter, DeadLetterSink } from '../kafka/dead-letters.ts';
+import { TrackedConsumer, type Handling } from '../kafka/tracked-consumer.ts';
+import type { Metrics } from '../metrics.ts';
 import { PoisonRecordError, recordDecoder, type RecordDecoder } from '../kafka/poison.ts';
 import { CONFIG_KINDS, type ConfigKind, type Topics } from '../kafka/topics.ts';
 import { retryStartup } from '../kafka/kafka.ts';
@@ -42,40 +43,52 @@ export class ConfigStore {
   readonly #destinationsByTenant = new Map<string, Map<string, DestinationRecord>>();
   readonly #applied = new Map<ConfigKind, bigint>();
   readonly #waiters = new Set<{ kind: ConfigKind; offset: bigint; resolve: () => void }>();
-  readonly #consumer: Consumer;
+  readonly #consumer: TrackedConsumer<KafkaMessage>;
   readonly #registry: SchemaRegistry;
   readonly #log: Logger;
   readonly #topics: Topics;
   readonly #kindOf = new Map<string, ConfigKind>();
   readonly #decoders = new Map<ConfigKind, RecordDecoder<unknown>>();
-  readonly #deadLetters: DeadLetterSink | undefined;
-  readonly #lettersInFlight = new Set<Promise<void>>();
-  #running = false;
-  #stopped = false;
-  readonly #restarts = new CrashRestarts({ stopped: () => this.#stopped });
+  readonly #deadLetters: Pick<DeadLetterSink, 'send'>;
   /** Records skipped as unreadable since start. */
   skipped = 0;
 
-  constructor(opts: { kafka: Kafka; registry: SchemaRegistry; log: Logger; topics: Topics; deadLetters?: DeadLetterSink }) {
-    this.#deadLetters = opts.deadLetters;
+  /** `stallMs`: how long crashing and restarting, or out of its group, before problem() reports it. */
+  constructor(opts: { kafka: Kafka; registry: SchemaRegistry; log: Logger; metrics: Metrics; topics: Topics; stallMs: number; deadLetters?: DeadLetterSink }) {
     for (const kind of CONFIG_KINDS) this.#decoders.set(kind, recordDecoder(opts.registry, SUBJECT_OF[kind], SCHEMA_OF[kind], { tombstones: true }));
     this.#topics = opts.topics;
     for (const kind of CONFIG_KINDS) this.#kindOf.set(opts.topics[kind], kind);
     this.#registry = opts.registry;
     this.#log = opts.log.child({ component: 'config-store' });
+    this.#deadLetters = opts.deadLetters ?? {
+      send: async (letters: DeadLetter[]) => {
+        for (const { topic, partition, offset, reason, detail } of letters) this.#log.error({ topic, partition, offset, reason, detail }, 'config_record_unreadable');
+      },
+    };
     // NOTE: a fresh group per process on purpose: every process needs the
-    // whole history, and it never commits offsets.
-    this.#consumer = opts.kafka.consumer({ groupId: `config-store-${randomUUID()}`, maxWaitTimeInMs: 50, retry: this.#restarts.retry(undefined) });
-    this.#restarts.watch(this.#consumer);
-    this.#consumer.on(this.#consumer.events.CRASH, (e) => {
-      this.#running = e.payload.restart;
-      this.#log.error({ err: { message: String(e.payload.error) }, crashes_in_row: this.#restarts.inRow }, 'config_store_crashed');
+    // whole history, and it never commits offsets. The consumer hands over
+    // each message as it is: what this version cannot read is skipped here,
+    // not dead-lettered as poison by the consumer, since config topics
+    // outlive code versions and a process must always start.
+    this.#consumer = new TrackedConsumer<KafkaMessage>({
+      kafka: opts.kafka,
+      log: this.#log,
+      metrics: opts.metrics,
+      groupId: `config-store-${randomUUID()}`,
+      topics: CONFIG_KINDS.map((k) => opts.topics[k]),
+      decode: (message) => ({ kind: 'value', value: message as KafkaMessage }),
+      deadLetters: this.#deadLetters,
+      stallMs: opts.stallMs,
+      commitOffsets: false,
+      maxOutstanding: 1000,
+      consumer: { maxWaitTimeInMs: 50 },
+      handle: (_record, message, partition, topic) => this.#apply(this.#kindOf.get(topic)!, topic, partition, message),
     });
   }
 
-  /** Undefined when it follows its topics, else why not: stopped for good, or crashing and restarting for longer than `limitMs`. */
-  problem(limitMs: number): string | undefined {
-    return this.#running ? this.#restarts.problem(limitMs) : 'not running';
+  /** Undefined when it follows its topics, else why not (not started, crashed, crashing, out of its group: GroupMember.health). */
+  problem(): string | undefined {
+    return this.#consumer.health();
   }
 
   /** Reads every config topic to its end before resolving, then keeps following. */
@@ -83,13 +96,7 @@ export class ConfigStore {
     const ends = await Promise.all(
       CONFIG_KINDS.map(async (kind) => [kind, await retryStartup(() => admin.fetchTopicOffsets(this.#topics[kind]))] as const),
     );
-    await this.#consumer.connect();
-    await this.#consumer.subscribe({ topics: CONFIG_KINDS.map((k) => this.#topics[k]), fromBeginning: true });
-    await this.#consumer.run({
-      autoCommit: false,
-      eachMessage: async ({ topic, partition, message }) => this.#apply(this.#kindOf.get(topic)!, topic, partition, message),
-    });
-    this.#running = true;
+    await this.#consumer.start();
     const caughtUp = ends.flatMap(([kind, parts]) =>
       parts.filter((p) => BigInt(p.high) > 0n).map((p) => this.waitFor(kind, BigInt(p.high) - 1n)),
     );
@@ -97,11 +104,9 @@ export class ConfigStore {
     this.#log.info({ tenants: this.tenants.size, api_keys: this.apiKeys.size, videos: this.videos.size }, 'config_loaded');
   }
 
+  /** Leaves the group, giving dead letters in flight up to 2 s (a letter left unsent is sent again by the next start, which reads the topics again). */
   async stop(): Promise<void> {
-    this.#running = false;
-    this.#stopped = true;
-    await Promise.race([Promise.allSettled([...this.#lettersInFlight]), new Promise((r) => setTimeout(r, 2000).unref())]);
-    await this.#consumer.disconnect();
+    await this.#consumer.stop(2000);
   }
 
   /** Resolves once the record at `offset` of the `kind` topic (one partition) is applied. */
@@ -150,7 +155,9 @@ export class ConfigStore {
     } else all.delete(id);
   }
 
-  #apply(kind: ConfigKind, topic: string, partition: number, message: KafkaMessage): void {
+  /** Applies a record (or skips it), marks its offset read, and answers the work left: its dead letter, if any. */
+  #apply(kind: ConfigKind, topic: string, partition: number, message: KafkaMessage): Handling {
+    let letter: Promise<void> = Promise.resolve();
     const id = message.key?.toString() ?? '';
     try {
       const decoded = this.#decoders.get(kind)!(message);
@@ -198,7 +205,7 @@ export class ConfigStore {
       // topics outlive code versions, and a process must always start), and
       // dead-lettered with its bytes for an operator to look at.
       this.skipped++;
-      this.#deadLetter(topic, partition, message, err);
+      letter = this.#deadLetter(topic, partition, message, err);
     }
     const offset = BigInt(message.offset);
     this.#applied.set(kind, offset);
@@ -208,31 +215,17 @@ export class ConfigStore {
         w.resolve();
       }
     }
+    return { kind: 'work', done: letter };
   }
 
-  #deadLetter(topic: string, partition: number, message: KafkaMessage, err: unknown): void {
+  #deadLetter(topic: string, partition: number, message: KafkaMessage, err: unknown): Promise<void> {
     const reason = err instanceof PoisonRecordError ? err.reason : 'undecodable';
     const detail = err instanceof Error ? err.message : String(err);
-    if (!this.#deadLetters) {
-      this.#log.error({ topic, partition, offset: message.offset, reason, detail }, 'config_record_unreadable');
-      return;
-    }
     // NOTE: every process reads the config topics whole at start-up, so each
     // one dead-letters the same record (same source coordinates); readers of
     // the dead-letter topic count distinct (topic, partition, offset).
     const letter = { topic, partition, offset: message.offset, key: message.key, value: message.value, headers: message.headers, reason, detail, group: 'config-store' } as const;
-    const send = (async () => {
-      for (let delay = 200; !this.#stopped; delay = Math.min(delay * 2, 5000)) {
-        try {
-          await this.#deadLetters!.send([letter]);
-          return;
-        } catch {
-          await new Promise((r) => setTimeout(r, delay).unref());
-        }
-      }
-    })();
-    this.#lettersInFlight.add(send);
-    void send.finally(() => this.#lettersInFlight.delete(send));
+    return this.#consumer.untilDone('dead_letter', () => this.#deadLetters.send([letter]));
   }
 }
 

@@ -272,7 +272,7 @@ describe('BatchConsumer offset commits', () => {
       },
     });
     // Fault: the broker holds the first commit (the real request goes out once released).
-    const inner = (consumer as unknown as { consumer: { commitOffsets: (o: unknown) => Promise<void> } }).consumer;
+    const inner = consumer.member.consumer;
     const commit = inner.commitOffsets.bind(inner);
     let release!: () => void;
     const released = new Promise<void>((r) => (release = r));

@@ -1,9 +1,17 @@
-import type { EachBatchPayload, KafkaMessage } from 'kafkajs';
+import type { Consumer, EachBatchPayload, KafkaMessage } from 'kafkajs';
 import { classifyFailure } from '../failure-class.ts';
 import type { DeadLetter } from './dead-letters.ts';
-import { backoff, GroupMember, type GroupMemberOptions, type Outcome } from './group-member.ts';
+import { GroupMember, type GroupMemberOptions, type Outcome } from './group-member.ts';
 import type { Decoded } from './poison.ts';
 import { eventLoopSlices, type TimeSlices } from '../time-slices.ts';
+import { delayFor, sleep, type Schedule } from '../retry.ts';
+
+/**
+ * The wait before a failed batch is read again, by failures in a row. The
+ * retry is a rewind and a new fetch, not a call in a loop, so only the
+ * schedule is shared with retry().
+ */
+const REWIND_SCHEDULE: Schedule = { initialMs: 250, maxMs: 10_000 };
 
 /** A decoded record handed to a batch handler. */
 export interface BatchItem<T> {
@@ -68,14 +76,16 @@ export interface BatchConsumerOptions<T> extends GroupMemberOptions<T> {
  * fetching goes on); the moment it finishes, everything gathered goes in the
  * next call.
  */
-export class BatchConsumer<T> extends GroupMember<T> {
-  declare protected readonly opts: BatchConsumerOptions<T>;
+export class BatchConsumer<T> {
+  readonly #opts: BatchConsumerOptions<T>;
+  /** Membership, generations, outcomes and health, shared by every consumer. */
+  readonly member: GroupMember<T>;
   #pending: Fetched<T>[] = [];
   #flushing: Promise<void> | undefined;
   /** The offset commits of handled batches, one after the other. */
   #commits: Promise<void> = Promise.resolve();
   #timer: NodeJS.Timeout | undefined;
-  #retryDelayMs = 0;
+  #failuresInRow = 0;
   readonly #slices: TimeSlices;
 
   constructor(opts: BatchConsumerOptions<T>) {
@@ -86,29 +96,51 @@ export class BatchConsumer<T> extends GroupMember<T> {
     // in the same process stalled as long. A record batch larger than these
     // bounds is still fetched whole (the broker always returns the first
     // batch of a partition).
-    super({ ...opts, consumer: { maxWaitTimeInMs: 50, maxBytes: 1024 * 1024, maxBytesPerPartition: 256 * 1024, ...opts.consumer } });
+    this.#opts = opts;
+    this.member = new GroupMember(
+      { ...opts, consumer: { maxWaitTimeInMs: 50, maxBytes: 1024 * 1024, maxBytesPerPartition: 256 * 1024, ...opts.consumer } },
+      { onRevoked: () => this.#onRevoked(), onSkippedRecords: (t, p, o) => this.#onSkippedRecords(t, p, o), busy: () => this.#busy(), run: (c) => this.#run(c) },
+    );
     this.#slices = opts.slices ?? eventLoopSlices;
   }
 
-  protected override onRevoked(): void {
+  get groupId(): string {
+    return this.member.groupId;
+  }
+
+  get topics(): readonly string[] {
+    return this.member.topics;
+  }
+
+  /** Undefined when healthy, else why not (GroupMember.health). */
+  health(now?: number): string | undefined {
+    return this.member.health(now);
+  }
+
+  /** Joins the group and starts reading. */
+  start(): Promise<void> {
+    return this.member.start();
+  }
+
+  #onRevoked(): void {
     // Whatever was fetched before the (re)join is fetched again from the
     // committed offsets by whoever owns the partition now.
     this.#pending = [];
-    this.noteBusy();
+    this.member.noteBusy();
   }
 
-  protected override onSkippedRecords(topic: string, partition: number, lastOffset: string): void {
+  #onSkippedRecords(topic: string, partition: number, lastOffset: string): void {
     const message = { offset: lastOffset } as KafkaMessage;
-    this.#pending.push({ topic, partition, message, generation: this.generation, marker: true });
+    this.#pending.push({ topic, partition, message, generation: this.member.generation, marker: true });
     this.#schedule();
   }
 
-  protected override get busy(): boolean {
-    return this.#pending.length > 0 || this.#flushing !== undefined || this.failing !== undefined;
+  #busy(): boolean {
+    return this.#pending.length > 0 || this.#flushing !== undefined || this.member.failing !== undefined;
   }
 
-  protected override async run(): Promise<void> {
-    await this.consumer.run({
+  async #run(consumer: Consumer): Promise<void> {
+    await consumer.run({
       autoCommit: false,
       eachBatchAutoResolve: false,
       partitionsConsumedConcurrently: 64,
@@ -118,25 +150,25 @@ export class BatchConsumer<T> extends GroupMember<T> {
 
   /** Stops fetching, makes what was fetched durable and commits it (within `budgetMs`), leaves the group. */
   async stop(budgetMs = 10_000): Promise<void> {
-    this.stopping = true;
-    this.pauseAll();
+    this.member.beginStop();
+    this.member.pauseAll();
     clearTimeout(this.#timer);
     this.#timer = undefined;
     const deadline = Date.now() + budgetMs;
     const drain = (async () => {
       await this.#flushing?.catch(() => undefined);
-      if (this.#pending.length > 0 && !this.failing) await this.#flush().catch(() => undefined);
+      if (this.#pending.length > 0 && !this.member.failing) await this.#flush().catch(() => undefined);
       await this.#commits;
     })();
     await Promise.race([drain, new Promise((r) => setTimeout(r, Math.max(0, deadline - Date.now())).unref())]);
-    await this.consumer.disconnect();
+    await this.member.consumer.disconnect();
   }
 
   async #eachBatch({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
-    const generation = this.generation;
-    const current = this.batchCheck({ isRunning, isStale });
+    const generation = this.member.generation;
+    const current = this.member.batchCheck({ isRunning, isStale });
     if (batch.messages.length === 0 || !current()) return;
-    this.opts.onRecordAge?.('fetched', Date.now() - Number(batch.messages[0]!.timestamp));
+    this.#opts.onRecordAge?.('fetched', Date.now() - Number(batch.messages[0]!.timestamp));
     // kafkajs hands over every partition's batch of a fetch response at
     // once. Decoded together they held the loop for as long as all of them
     // took: they are decoded in the process's shared slices of it.
@@ -148,12 +180,12 @@ export class BatchConsumer<T> extends GroupMember<T> {
       this.#decodeOne(batch.topic, batch.partition, message, generation);
     }
     // Markers after the last record (the transaction's commit) commit with it.
-    if (BigInt(batch.lastOffset()) > BigInt(batch.messages.at(-1)!.offset)) this.onSkippedRecords(batch.topic, batch.partition, batch.lastOffset());
+    if (BigInt(batch.lastOffset()) > BigInt(batch.messages.at(-1)!.offset)) this.#onSkippedRecords(batch.topic, batch.partition, batch.lastOffset());
     resolveOffset(batch.lastOffset());
-    this.noteBusy();
+    this.member.noteBusy();
     this.#schedule();
     // Backpressure: stop fetching while too much waits for the handler.
-    while (this.#pending.length >= 2 * this.opts.maxMessages && this.#flushing && isRunning() && !this.stopping) {
+    while (this.#pending.length >= 2 * this.#opts.maxMessages && this.#flushing && isRunning() && !this.member.stopping) {
       await this.#flushing.catch(() => undefined);
       await heartbeat();
     }
@@ -170,7 +202,7 @@ export class BatchConsumer<T> extends GroupMember<T> {
   #decodeOne(topic: string, partition: number, message: KafkaMessage, generation: number): void {
     let outcome: Outcome<T> | undefined;
     try {
-      outcome = this.outcome(topic, partition, message);
+      outcome = this.member.outcome(topic, partition, message);
     } catch {
       outcome = undefined;
     }
@@ -178,33 +210,33 @@ export class BatchConsumer<T> extends GroupMember<T> {
   }
 
   #schedule(): void {
-    if (this.#flushing || this.#timer || this.stopping) return;
-    if (this.#pending.length >= this.opts.maxMessages) {
+    if (this.#flushing || this.#timer || this.member.stopping) return;
+    if (this.#pending.length >= this.#opts.maxMessages) {
       void this.#flushLoop();
       return;
     }
     this.#timer = setTimeout(() => {
       this.#timer = undefined;
       void this.#flushLoop();
-    }, this.opts.flushMs);
+    }, this.#opts.flushMs);
   }
 
   /** Runs handler calls back to back while messages are waiting. */
   async #flushLoop(): Promise<void> {
     if (this.#flushing) return;
-    while (this.#pending.length > 0 && !this.stopping) {
+    while (this.#pending.length > 0 && !this.member.stopping) {
       this.#flushing = this.#flush();
       try {
         await this.#flushing;
       } finally {
         this.#flushing = undefined;
-        this.noteBusy();
+        this.member.noteBusy();
       }
     }
   }
 
   async #flush(): Promise<void> {
-    const fetched = this.#pending.splice(0, this.opts.maxMessages);
+    const fetched = this.#pending.splice(0, this.#opts.maxMessages);
     if (fetched.length === 0) return;
     const started = performance.now();
     const items: BatchItem<T>[] = [];
@@ -218,7 +250,7 @@ export class BatchConsumer<T> extends GroupMember<T> {
       // records are rewound and read again, never skipped.
       for (const f of fetched) {
         if (f.marker) continue;
-        const o = f.outcome ?? this.outcome(f.topic, f.partition, f.message);
+        const o = f.outcome ?? this.member.outcome(f.topic, f.partition, f.message);
         if (o.kind === 'poison') letters.push(o.letter);
         else items.push({ topic: f.topic, partition: f.partition, message: f.message, record: o.record });
         if (oldest === undefined || f.message.timestamp < oldest) oldest = f.message.timestamp;
@@ -226,24 +258,24 @@ export class BatchConsumer<T> extends GroupMember<T> {
       if (items.length > 0) {
         for (const r of await this.#handleSplitting(items)) letters.push(r);
       }
-      if (items.length > 0 && oldest !== undefined) this.opts.onRecordAge?.('handled', Date.now() - Number(oldest));
-      await this.opts.deadLetters.send(letters);
-      this.#retryDelayMs = 0;
-      this.failing = undefined;
+      if (items.length > 0 && oldest !== undefined) this.#opts.onRecordAge?.('handled', Date.now() - Number(oldest));
+      await this.#opts.deadLetters.send(letters);
+      this.#failuresInRow = 0;
+      this.member.recovered();
     } catch (err) {
-      this.transientFailure(err);
+      this.member.transientFailure(err);
       await this.#rewind(fetched, err);
       return;
     }
-    if (items.length > 0) this.opts.onFlush?.(items.length, performance.now() - started);
-    this.progress();
+    if (items.length > 0) this.#opts.onFlush?.(items.length, performance.now() - started);
+    this.member.progress();
     // The commit runs while the next handler call starts: it is a round trip
     // to the broker that the next insert need not wait for. It always follows
     // its own batch's handler call, commits go one at a time in order, and a
     // handler call ends only once the commit before its own is done, so at
     // most one waits (a broker that does not answer commits holds the
     // handler calls, as before, rather than piling commits up).
-    const generation = this.generation;
+    const generation = this.member.generation;
     const points = this.#lastOffsets(fetched);
     const previous = this.#commits;
     this.#commits = previous.then(() => this.#commit(generation, points));
@@ -261,22 +293,22 @@ export class BatchConsumer<T> extends GroupMember<T> {
    */
   async #handleSplitting(items: BatchItem<T>[]): Promise<DeadLetter[]> {
     try {
-      await this.opts.handle(items);
+      await this.#opts.handle(items);
       return [];
     } catch (err) {
       const failure = classifyFailure(err);
-      if (failure.kind === 'transient' || this.stopping) throw err;
+      if (failure.kind === 'transient' || this.member.stopping) throw err;
       if (items.length === 1) {
         const { topic, partition, message } = items[0]!;
-        return [this.deadLetter(topic, partition, message, 'rejected_by_sink', failure.detail)];
+        return [this.member.deadLetter(topic, partition, message, 'rejected_by_sink', failure.detail)];
       }
-      this.log.warn({ detail: failure.detail, messages: items.length }, 'consumer_batch_refused_splitting');
+      this.member.log.warn({ detail: failure.detail, messages: items.length }, 'consumer_batch_refused_splitting');
       const half = Math.ceil(items.length / 2);
       // Each half handled is progress: a long bisection is not a stall.
       const first = await this.#handleSplitting(items.slice(0, half));
-      this.progress();
+      this.member.progress();
       const second = await this.#handleSplitting(items.slice(half));
-      this.progress();
+      this.member.progress();
       return [...first, ...second];
     }
   }
@@ -290,7 +322,7 @@ export class BatchConsumer<T> extends GroupMember<T> {
   #lastOffsets(fetched: Fetched<T>[]): CommitPoint[] {
     const last = new Map<string, Map<number, string>>();
     for (const f of fetched) {
-      if (f.generation !== this.generation) continue;
+      if (f.generation !== this.member.generation) continue;
       let byPartition = last.get(f.topic);
       if (!byPartition) last.set(f.topic, (byPartition = new Map()));
       const seen = byPartition.get(f.partition);
@@ -301,18 +333,8 @@ export class BatchConsumer<T> extends GroupMember<T> {
 
   /** Commits the offset after each of `points` (read in `generation`) whose partition the member still owns in that generation. */
   async #commit(generation: number, points: CommitPoint[]): Promise<void> {
-    if (generation !== this.generation) return;
-    const next = points
-      .filter((p) => this.owns(p.topic, p.partition))
-      .map(({ topic, partition, offset }) => ({ topic, partition, offset: (BigInt(offset) + 1n).toString() }));
-    if (next.length === 0) return;
-    try {
-      await this.consumer.commitOffsets(next);
-    } catch (err) {
-      // A rebalance moved a partition: its new owner re-reads from the last
-      // commit, and what it re-does is idempotent.
-      this.log.warn({ err: { message: (err as Error).message } }, 'offset_commit_failed');
-    }
+    if (generation !== this.member.generation) return;
+    await this.member.commit(points.map(({ topic, partition, offset }) => ({ topic, partition, offset: (BigInt(offset) + 1n).toString() })));
   }
 
   /**
@@ -324,9 +346,9 @@ export class BatchConsumer<T> extends GroupMember<T> {
   async #rewind(fetched: Fetched<T>[], err: unknown): Promise<void> {
     const all = [...fetched, ...this.#pending];
     this.#pending = [];
-    this.#retryDelayMs = Math.min(Math.max(this.#retryDelayMs * 2, 250), 10_000);
-    this.log.error({ err: { message: (err as Error).message }, messages: fetched.length, retry_in_ms: this.#retryDelayMs }, 'consumer_batch_failed');
-    const generation = this.generation;
+    const delay = delayFor(REWIND_SCHEDULE, ++this.#failuresInRow);
+    this.member.log.error({ err: { message: (err as Error).message }, messages: fetched.length, retry_in_ms: delay }, 'consumer_batch_failed');
+    const generation = this.member.generation;
     const first = new Map<string, { topic: string; partition: number; offset: bigint }>();
     for (const { topic, partition, message, marker } of all) {
       if (marker) continue;
@@ -335,14 +357,14 @@ export class BatchConsumer<T> extends GroupMember<T> {
       const seen = first.get(key);
       if (!seen || o < seen.offset) first.set(key, { topic, partition, offset: o });
     }
-    await backoff(this.#retryDelayMs, () => this.stopping);
-    if (this.stopping || generation !== this.generation) return;
+    await sleep(delay, this.member.stopSignal);
+    if (this.member.stopping || generation !== this.member.generation) return;
     for (const { topic, partition, offset } of first.values()) {
-      if (!this.owns(topic, partition)) continue;
+      if (!this.member.owns(topic, partition)) continue;
       try {
-        this.consumer.seek({ topic, partition, offset: offset.toString() });
+        this.member.consumer.seek({ topic, partition, offset: offset.toString() });
       } catch (seekErr) {
-        this.log.warn({ err: { message: (seekErr as Error).message }, topic, partition }, 'consumer_seek_failed');
+        this.member.log.warn({ err: { message: (seekErr as Error).message }, topic, partition }, 'consumer_seek_failed');
       }
     }
   }

@@ -4,11 +4,12 @@ import { metricSum } from '../../test/helpers/kafka-inspect.ts';
 import { eventually } from '../../test/helpers/stack.ts';
 import { createMetrics } from '../metrics.ts';
 import { BatchConsumer } from './batch-consumer.ts';
-import { restartDelayMs } from './crash-restarts.ts';
+import { delayFor } from '../retry.ts';
+import { RESTART_SCHEDULE } from './crash-restarts.ts';
 
-describe('restartDelayMs', () => {
+describe('RESTART_SCHEDULE', () => {
   it('waits 250 ms after the first crash in a row, doubling up to 10 s', () => {
-    expect([1, 2, 3, 4, 5, 6, 7, 50, 5000].map(restartDelayMs)).toEqual([250, 500, 1000, 2000, 4000, 8000, 10_000, 10_000, 10_000]);
+    expect([1, 2, 3, 4, 5, 6, 7, 50, 5000].map((n) => delayFor(RESTART_SCHEDULE, n))).toEqual([250, 500, 1000, 2000, 4000, 8000, 10_000, 10_000, 10_000]);
   });
 });
 

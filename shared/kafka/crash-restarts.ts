@@ -1,4 +1,8 @@
 import type { Consumer, ConsumerConfig } from 'kafkajs';
+import { delayFor, sleep, type Schedule } from '../retry.ts';
+
+/** The wait before a restart after n crashes in a row: 250 ms, doubling up to 10 s. */
+export const RESTART_SCHEDULE: Schedule = { initialMs: 250, maxMs: 10_000 };
 
 /**
  * Restarts of a kafkajs consumer after retriable crashes, with a wait that
@@ -8,19 +12,20 @@ import type { Consumer, ConsumerConfig } from 'kafkajs';
  * it crashes: a topic deleted under it (or a partition no broker hosts) made
  * that ten restarts a second, each a group join and a fetch, for as long as
  * the fault lasted. Given to the consumer's `retry.restartOnFailure`, this
- * answers after 250 ms for the first crash in a row, doubling up to 10 s, and
- * says no once the owner is stopping. A fetch that goes through ends the run.
+ * answers after the wait of {@link RESTART_SCHEDULE} for the crashes in a row,
+ * and says no once the owner's `signal` is aborted. A fetch that goes through
+ * ends the run.
  */
 export class CrashRestarts {
   /** Crashes since the last fetch that went through, and when the first of them came. */
   #inRow = 0;
   #since: number | undefined;
   #last = '';
-  readonly #stopped: () => boolean;
+  readonly #signal: AbortSignal;
   readonly #onRestart: () => void;
 
-  constructor(opts: { stopped: () => boolean; onRestart?: () => void }) {
-    this.#stopped = opts.stopped;
+  constructor(opts: { signal: AbortSignal; onRestart?: () => void }) {
+    this.#signal = opts.signal;
     this.#onRestart = opts.onRestart ?? (() => undefined);
   }
 
@@ -54,29 +59,12 @@ export class CrashRestarts {
     this.#inRow++;
     this.#since ??= Date.now();
     this.#onRestart();
-    await backoff(restartDelayMs(this.#inRow), this.#stopped);
-    return !this.#stopped();
+    await sleep(delayFor(RESTART_SCHEDULE, this.#inRow), this.#signal);
+    return !this.#signal.aborted;
   }
 }
 
 /** The message of the error a kafkajs CRASH event carries. */
 export function crashCause(error: unknown): string {
   return String((error as Error | undefined)?.message ?? error);
-}
-
-/** The wait before the consumer's restart after `crashesInRow` crashes in a row: 250 ms, doubling up to 10 s. */
-export function restartDelayMs(crashesInRow: number): number {
-  return Math.min(250 * 2 ** Math.max(0, Math.min(crashesInRow - 1, 10)), 10_000);
-}
-
-/** Sleeps `ms`, or less when `stopped` says the owner is stopping. */
-export function backoff(ms: number, stopped: () => boolean): Promise<void> {
-  return new Promise((resolve) => {
-    const started = Date.now();
-    const tick = () => {
-      if (stopped() || Date.now() - started >= ms) resolve();
-      else setTimeout(tick, Math.min(100, ms));
-    };
-    tick();
-  });
 }

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { type Kafka, type Message, type Producer } from 'kafkajs';
 import type { Logger } from '../logger.ts';
 import { withTimeout } from '../timeout.ts';
+import { retry, sleep } from '../retry.ts';
 import { JavaCompatiblePartitioner } from './partitioner.ts';
 
 /** Kafka did not take the records; none of them will be seen by consumers. */
@@ -324,23 +325,18 @@ export class GroupCommitProducer {
   #replaceInBackground(lane: Lane): void {
     if (lane.replacing) return;
     lane.replacing = true;
-    void (async () => {
-      let delayMs = 250;
-      while (!this.#closed && !lane.producer) {
-        try {
-          await this.#ensureProducer(lane);
-          this.#opts.log.info({ lane: this.#lanes.indexOf(lane) }, 'kafka_producer_replaced');
-          return;
-        } catch (err) {
-          this.#opts.log.debug({ err: { message: err instanceof Error ? err.message : String(err) } }, 'kafka_producer_replace_retry');
-          await sleep(delayMs);
-          delayMs = Math.min(delayMs * 2, 5000);
-        }
-      }
-    })().finally(() => {
+    void retry(
+      async () => {
+        if (this.#closed || lane.producer) return;
+        await this.#ensureProducer(lane);
+        this.#opts.log.info({ lane: this.#lanes.indexOf(lane) }, 'kafka_producer_replaced');
+      },
+      {
+        schedule: { initialMs: 250, maxMs: 5000 },
+        onRetry: (err) => this.#opts.log.debug({ err: { message: err instanceof Error ? err.message : String(err) } }, 'kafka_producer_replace_retry'),
+      },
+    ).finally(() => {
       lane.replacing = false;
     });
   }
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -5,8 +5,6 @@ import type { DeadLetter, DeadLetterSink } from './dead-letters.ts';
 import { crashCause, CrashRestarts } from './crash-restarts.ts';
 import { PoisonRecordError, type Decoded, type PoisonReason, type RecordDecoder } from './poison.ts';
 
-export { backoff } from './crash-restarts.ts';
-
 export interface GroupMemberOptions<T> {
   kafka: Kafka;
   log: Logger;
@@ -15,7 +13,8 @@ export interface GroupMemberOptions<T> {
   topics: string[];
   /** Value decoder of every topic read (decode + schema validation). */
   decode: RecordDecoder<T>;
-  deadLetters: DeadLetterSink;
+  /** Where poison goes (anything with DeadLetterSink's send). */
+  deadLetters: Pick<DeadLetterSink, 'send'>;
   /** Work pending with no progress for this long makes the member unhealthy. */
   stallMs: number;
   /**
@@ -31,23 +30,42 @@ export interface GroupMemberOptions<T> {
 /** A record read from Kafka, decoded or found to be poison. */
 export type Outcome<T> = { kind: 'record'; record: Decoded<T> } | { kind: 'poison'; letter: DeadLetter };
 
+/** What a consumer built on a member tells it: how its own work stands, and how it reads. */
+export interface MemberWork {
+  /**
+   * Records up to `lastOffset` carried nothing to process (transaction
+   * markers, aborted records): commit past them once everything before them
+   * is done.
+   */
+  onSkippedRecords(topic: string, partition: number, lastOffset: string): void;
+  /** Drops what the consumer tracked for its previous assignment. */
+  onRevoked(): void;
+  /** Work fetched and not yet done (or failing). */
+  busy(): boolean;
+  /** Starts kafkajs' run loop on `consumer`. */
+  run(consumer: Consumer): Promise<void>;
+}
+
 /**
- * What every consumer of the service shares: group membership and the
- * assignment it owns, a generation that changes on every rebalance (work of
- * an older generation never commits), the decision of each record's outcome
- * (a record that cannot be decoded becomes a dead letter, never an
- * exception), and health: crashed, out of the group, or work pending with no
- * progress for `stallMs`.
+ * What every consumer of the service holds (by composition, never by
+ * inheritance): group membership and the assignment it owns, a generation
+ * that changes on every rebalance (work of an older generation never
+ * commits), the decision of each record's outcome (a record that cannot be
+ * decoded becomes a dead letter, never an exception), and health: crashed,
+ * out of the group, or work pending with no progress for `stallMs`. Its
+ * state changes only through its methods.
  */
-export abstract class GroupMember<T> {
-  protected readonly opts: GroupMemberOptions<T>;
-  protected readonly consumer: Consumer;
-  protected readonly log: Logger;
+export class GroupMember<T> {
+  readonly #opts: GroupMemberOptions<T>;
+  readonly #work: MemberWork;
+  readonly consumer: Consumer;
+  readonly log: Logger;
   /** Bumped when a rebalance starts and when the member joins. */
-  protected generation = 0;
-  protected stopping = false;
+  #generation = 0;
+  /** Aborted once stop() begins: ends waits and retries, and refuses crash restarts. */
+  readonly #stop = new AbortController();
   /** Set while the handler keeps failing (transient: retried, never skipped). */
-  protected failing: string | undefined;
+  #failing: string | undefined;
   readonly #assigned = new Set<string>();
   #started = false;
   #joined = false;
@@ -57,11 +75,12 @@ export abstract class GroupMember<T> {
   #notJoinedSince: number | undefined = Date.now();
   readonly #restarts: CrashRestarts;
 
-  constructor(opts: GroupMemberOptions<T>) {
-    this.opts = opts;
+  constructor(opts: GroupMemberOptions<T>, work: MemberWork) {
+    this.#opts = opts;
+    this.#work = work;
     this.log = opts.log.child({ group: opts.groupId });
     const sessionTimeout = opts.sessionTimeoutMs ?? 30000;
-    this.#restarts = new CrashRestarts({ stopped: () => this.stopping, onRestart: () => opts.metrics.consumerRestarts.inc({ group: opts.groupId }) });
+    this.#restarts = new CrashRestarts({ signal: this.#stop.signal, onRestart: () => opts.metrics.consumerRestarts.inc({ group: opts.groupId }) });
     this.consumer = opts.kafka.consumer({
       groupId: opts.groupId,
       sessionTimeout,
@@ -79,12 +98,12 @@ export abstract class GroupMember<T> {
       this.log.error({ err: { message }, restart: e.payload.restart, crashes_in_row: this.#restarts.inRow }, 'consumer_crashed');
     });
     this.consumer.on(events.REBALANCING, () => {
-      this.generation++;
+      this.#generation++;
       this.#assigned.clear();
-      this.onRevoked();
+      this.#work.onRevoked();
     });
     this.consumer.on(events.GROUP_JOIN, (e) => {
-      this.generation++;
+      this.#generation++;
       this.#assigned.clear();
       for (const [topic, partitions] of Object.entries(e.payload.memberAssignment)) {
         for (const p of partitions) this.#assigned.add(`${topic}:${p}`);
@@ -93,7 +112,7 @@ export abstract class GroupMember<T> {
       this.#crashed = undefined;
       this.#notJoinedSince = undefined;
       this.progress();
-      this.onRevoked();
+      this.#work.onRevoked();
     });
     // A fetch that held only transaction markers (or aborted records) is not
     // handed to eachBatch; its end offset must still be committed, or the
@@ -102,32 +121,44 @@ export abstract class GroupMember<T> {
       // firstOffset is null when nothing at or past the fetch offset came back.
       if (e.payload.batchSize !== 0 || e.payload.firstOffset === null || this.stopping) return;
       if (!this.owns(e.payload.topic, e.payload.partition)) return;
-      this.onSkippedRecords(e.payload.topic, e.payload.partition, String(e.payload.lastOffset));
+      this.#work.onSkippedRecords(e.payload.topic, e.payload.partition, String(e.payload.lastOffset));
     });
   }
 
-  /**
-   * Records up to `lastOffset` carried nothing to process (transaction
-   * markers, aborted records): commit past them once everything before them
-   * is done.
-   */
-  protected abstract onSkippedRecords(topic: string, partition: number, lastOffset: string): void;
-
-  /** Drops what the member tracked for its previous assignment. */
-  protected abstract onRevoked(): void;
-  /** Work fetched and not yet done (or failing). */
-  protected abstract get busy(): boolean;
-
   get groupId(): string {
-    return this.opts.groupId;
+    return this.#opts.groupId;
   }
 
   get topics(): readonly string[] {
-    return this.opts.topics;
+    return this.#opts.topics;
+  }
+
+  /** Bumped when a rebalance starts and when the member joins. */
+  get generation(): number {
+    return this.#generation;
+  }
+
+  /** Why the handler keeps failing, while it does. */
+  get failing(): string | undefined {
+    return this.#failing;
+  }
+
+  /** Aborted once the member begins to stop. */
+  get stopSignal(): AbortSignal {
+    return this.#stop.signal;
+  }
+
+  get stopping(): boolean {
+    return this.#stop.signal.aborted;
+  }
+
+  /** Marks the member as stopping: batches in hand end, waits are cut short. */
+  beginStop(): void {
+    this.#stop.abort();
   }
 
   /** Whether this member owns the partition in the current generation. */
-  protected owns(topic: string, partition: number): boolean {
+  owns(topic: string, partition: number): boolean {
     return this.#assigned.has(`${topic}:${partition}`);
   }
 
@@ -139,19 +170,19 @@ export abstract class GroupMember<T> {
    * synchronously, and kafkajs' isStale builds a key per call (2-3 % of a
    * drain's CPU).
    */
-  protected batchCheck({ isRunning, isStale }: Pick<EachBatchPayload, 'isRunning' | 'isStale'>): () => boolean {
-    const generation = this.generation;
-    return () => isRunning() && !isStale() && !this.stopping && generation === this.generation;
+  batchCheck({ isRunning, isStale }: Pick<EachBatchPayload, 'isRunning' | 'isStale'>): () => boolean {
+    const generation = this.#generation;
+    return () => isRunning() && !isStale() && !this.stopping && generation === this.#generation;
   }
 
   /** Records that work moved on (a record finished or a commit went through). */
-  protected progress(): void {
+  progress(): void {
     this.#lastProgress = Date.now();
   }
 
   /** Call when busy may have changed. */
-  protected noteBusy(): void {
-    if (this.busy) this.#busySince ??= Date.now();
+  noteBusy(): void {
+    if (this.#work.busy()) this.#busySince ??= Date.now();
     else this.#busySince = undefined;
   }
 
@@ -160,16 +191,16 @@ export abstract class GroupMember<T> {
     if (!this.#started) return 'not started';
     if (this.#crashed) return `crashed: ${this.#crashed}`;
     // A consumer that rejoins between crashes is in its group most of the time.
-    const crashing = this.#restarts.problem(this.opts.stallMs, now);
+    const crashing = this.#restarts.problem(this.#opts.stallMs, now);
     if (crashing) return crashing;
-    if (!this.#joined && this.#notJoinedSince !== undefined && now - this.#notJoinedSince > this.opts.stallMs) {
+    if (!this.#joined && this.#notJoinedSince !== undefined && now - this.#notJoinedSince > this.#opts.stallMs) {
       return `not in its group for ${Math.round((now - this.#notJoinedSince) / 1000)} s`;
     }
     this.noteBusy();
     if (this.#busySince !== undefined) {
       const idle = now - Math.max(this.#lastProgress, this.#busySince);
-      if (idle > this.opts.stallMs) {
-        return `stalled: work pending and no progress for ${Math.round(idle / 1000)} s${this.failing ? ` (${this.failing})` : ''}`;
+      if (idle > this.#opts.stallMs) {
+        return `stalled: work pending and no progress for ${Math.round(idle / 1000)} s${this.#failing ? ` (${this.#failing})` : ''}`;
       }
     }
     return undefined;
@@ -177,19 +208,17 @@ export abstract class GroupMember<T> {
 
   async start(): Promise<void> {
     await this.consumer.connect();
-    for (const topic of this.opts.topics) {
-      await this.consumer.subscribe({ topic, fromBeginning: this.opts.fromBeginning ?? true });
+    for (const topic of this.#opts.topics) {
+      await this.consumer.subscribe({ topic, fromBeginning: this.#opts.fromBeginning ?? true });
     }
-    await this.run();
+    await this.#work.run(this.consumer);
     this.#started = true;
   }
 
-  protected abstract run(): Promise<void>;
-
   /** Decides a record's outcome: its decoded value, or a dead letter. */
-  protected outcome(topic: string, partition: number, message: KafkaMessage): Outcome<T> {
+  outcome(topic: string, partition: number, message: KafkaMessage): Outcome<T> {
     try {
-      return { kind: 'record', record: this.opts.decode(message) };
+      return { kind: 'record', record: this.#opts.decode(message) };
     } catch (err) {
       if (!(err instanceof PoisonRecordError)) throw err;
       return { kind: 'poison', letter: this.deadLetter(topic, partition, message, err.reason, err.message) };
@@ -197,23 +226,46 @@ export abstract class GroupMember<T> {
   }
 
   /** The dead letter of `message`: its own bytes and coordinates, why, and this group. */
-  protected deadLetter(topic: string, partition: number, message: KafkaMessage, reason: PoisonReason, detail: string): DeadLetter {
-    return { topic, partition, offset: message.offset, key: message.key, value: message.value, headers: message.headers, reason, detail, group: this.opts.groupId };
+  deadLetter(topic: string, partition: number, message: KafkaMessage, reason: PoisonReason, detail: string): DeadLetter {
+    return { topic, partition, offset: message.offset, key: message.key, value: message.value, headers: message.headers, reason, detail, group: this.#opts.groupId };
   }
 
   /** Pauses fetching on every topic (the member stays in the group to commit). */
-  protected pauseAll(): void {
+  pauseAll(): void {
     try {
-      this.consumer.pause(this.opts.topics.map((topic) => ({ topic })));
+      this.consumer.pause(this.#opts.topics.map((topic) => ({ topic })));
     } catch {
       // not running: nothing to pause
     }
   }
 
-  protected transientFailure(err: unknown): void {
-    this.failing = err instanceof Error ? err.message : String(err);
-    this.opts.metrics.consumerRetries.inc({ group: this.opts.groupId });
+  /** The handler failed transiently: counted, and shown by health() if it lasts. */
+  transientFailure(err: unknown): void {
+    this.#failing = err instanceof Error ? err.message : String(err);
+    this.#opts.metrics.consumerRetries.inc({ group: this.#opts.groupId });
     this.noteBusy();
+  }
+
+  /**
+   * Commits each of `offsets` (the next offset to read) whose partition the
+   * member still owns. Kafka's classic protocol does not check ownership of
+   * a commit, so a stale one could move another member's partition.
+   */
+  async commit(offsets: { topic: string; partition: number; offset: string }[]): Promise<void> {
+    const owned = offsets.filter((o) => this.owns(o.topic, o.partition));
+    if (owned.length === 0) return;
+    try {
+      await this.consumer.commitOffsets(owned);
+    } catch (err) {
+      // A rebalance moved a partition: its new owner re-reads from the last
+      // commit, and what it re-does is idempotent.
+      this.log.warn({ err: { message: (err as Error).message } }, 'offset_commit_failed');
+    }
+  }
+
+  /** The handler went through again. */
+  recovered(): void {
+    this.#failing = undefined;
   }
 }
 

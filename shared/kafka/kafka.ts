@@ -1,5 +1,6 @@
 import { Kafka, logLevel, type Admin, type LogEntry } from 'kafkajs';
 import type { Logger } from '../logger.ts';
+import { retry } from '../retry.ts';
 
 /**
  * The one place a Kafka client is built. kafkajs logs go through pino so the
@@ -54,31 +55,19 @@ export function createKafka(opts: { brokers: string[]; clientId: string; log: Lo
  * and restart with noisy errors.
  */
 export async function waitForCoordinator(admin: Admin, timeoutMs = 30000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
+  await retry(
+    async () => {
       const { groups } = await admin.describeGroups(['coordinator-probe']);
-      if (groups.length > 0) return;
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-    }
-    await new Promise((r) => setTimeout(r, 200));
-  }
+      if (groups.length === 0) throw new Error('group coordinator not answering');
+    },
+    { schedule: { initialMs: 200, maxMs: 200, factor: 1, giveUpAfterMs: timeoutMs } },
+  );
 }
 
 /**
  * Retries a start-up call that can fail while a freshly created topic's
  * metadata spreads ("not the leader", "does not host this topic-partition").
  */
-export async function retryStartup<T>(fn: () => Promise<T>, timeoutMs = 30000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (let delay = 100; ; delay = Math.min(delay * 2, 1000)) {
-    try {
-      return await fn();
-    } catch (err) {
-      const retriable = (err as { retriable?: boolean }).retriable !== false;
-      if (!retriable || Date.now() + delay > deadline) throw err;
-      await new Promise((r) => setTimeout(r, delay));
-    }
-  }
+export function retryStartup<T>(fn: () => Promise<T>, timeoutMs = 30000): Promise<T> {
+  return retry(fn, { schedule: { initialMs: 100, maxMs: 1000, giveUpAfterMs: timeoutMs }, isRetryable: (err) => (err as { retriable?: boolean }).retriable !== false });
 }

@@ -1,4 +1,5 @@
 import type { Admin, ITopicConfig } from 'kafkajs';
+import { retry } from '../retry.ts';
 
 /** Logical names of every topic the service owns. */
 export const TOPIC_BASE = {
@@ -140,9 +141,8 @@ export function withReplication(defs: ITopicConfig[], brokers: number): ITopicCo
  * change (kafka-reassign-partitions can).
  */
 export async function ensureTopics(admin: Admin, defs: ITopicConfig[], timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (let delay = 100; ; delay = Math.min(delay * 2, 2000)) {
-    try {
+  await retry(
+    async () => {
       const existing = new Set(await admin.listTopics());
       const missing = defs.filter((d) => !existing.has(d.topic));
       if (missing.length > 0) {
@@ -150,11 +150,8 @@ export async function ensureTopics(admin: Admin, defs: ITopicConfig[], timeoutMs
         await admin.createTopics({ topics: withReplication(missing, brokers.length), waitForLeaders: true });
       }
       const { topics } = await admin.fetchTopicMetadata({ topics: defs.map((d) => d.topic) });
-      if (topics.every((t) => t.partitions.length > 0 && t.partitions.every((p) => p.leader >= 0))) return;
-    } catch (err) {
-      if (Date.now() + delay > deadline) throw err;
-    }
-    if (Date.now() + delay > deadline) throw new Error('topics have no leaders in time');
-    await new Promise((r) => setTimeout(r, delay));
-  }
+      if (!topics.every((t) => t.partitions.length > 0 && t.partitions.every((p) => p.leader >= 0))) throw new Error('topics have no leaders in time');
+    },
+    { schedule: { initialMs: 100, maxMs: 2000, giveUpAfterMs: timeoutMs } },
+  );
 }

@@ -175,7 +175,7 @@ async function backing(config: Config, dataDir: string): Promise<Backing> {
   const configTopics = new Set(CONFIG_KINDS.map((k) => topics[k]));
   await ensureTopics(admin, topicDefinitions(topics, 1).filter((d) => configTopics.has(d.topic)));
   await waitForCoordinator(admin);
-  const store = new ConfigStore({ kafka, registry, log, topics });
+  const store = new ConfigStore({ kafka, registry, log, metrics: createMetrics(), topics, stallMs: config.CONSUMER_STALL_TIMEOUT_MS });
   await store.start(admin);
   const writer = new ConfigWriter({ kafka, store, registry, topics });
   await writer.connect();
