@@ -174,9 +174,6 @@ describe('fault injection: three brokers, separate processes, steady load', () =
       WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8',
       WEBHOOK_CA_FILE: rx.caFile,
       RATE_LIMIT_PER_MINUTE: '1000000',
-      // One load generator sends every request from one address, far over
-      // the per-address limit meant for a browser.
-      CLIENT_ADDRESS_REQUESTS_PER_MINUTE: '1000000',
       // NOTE: a lane past its queue bound defers deliveries to the first tier
       // and, after three deferrals (sixty while the destination answers),
       // counts the full lane as a failed attempt. Here a broker outage can

@@ -9,7 +9,7 @@ export interface ReadApiPluginOptions extends ReadApiRoutesOptions {
 /**
  * /v1 under API-key auth: one onRequest hook for every route of the
  * context authenticates the key and sets `req.principal` (the tenant and
- * key). The per-key rate limit (shared/http/rate-limit.ts) then counts it.
+ * key). The per-key rate limit (shared/http/plugins/rate-limit.ts) then counts it.
  * Encapsulated: the hook applies to these routes only.
  */
 export async function readApiPlugin(app: FastifyInstance, opts: ReadApiPluginOptions): Promise<void> {

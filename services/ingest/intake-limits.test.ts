@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { WindowCounter, clientAddressKey, retryAfterSeconds } from './intake-limits.ts';
+import { retryAfterSeconds } from '../../shared/http/plugins/rate-limit.ts';
+import { WindowCounter, clientAddressKey } from './intake-limits.ts';
 
 describe('WindowCounter', () => {
   it('takes units up to the limit in a window, refuses what does not fit without taking it, and starts afresh after the window', () => {

@@ -4,8 +4,11 @@ import ipaddr from 'ipaddr.js';
  * Fixed one-minute windows counted in memory, per key (a player key, a
  * client address). Pure: no Fastify, no clock of its own.
  *
- * NOTE: the counts live in this process only, as the per-API-key limit's do
- * (shared/http/rate-limit.ts): with N replicas behind a balancer a key gets
+ * NOTE: not @fastify/rate-limit (the per-API-key and failed-attempt limits):
+ * it counts one per request, and the player key's limit counts events, the
+ * unit each webhook destination multiplies; both player limits share this.
+ * The counts live in this process only, as the per-API-key limit's do
+ * (shared/http/plugins/rate-limit.ts): with N replicas behind a balancer a key gets
  * up to N times its limit. They bound abuse; they are not billing.
  */
 export type Take = { ok: true } | { ok: false; retryAfterMs: number };
@@ -56,9 +59,6 @@ export class WindowCounter {
     return w && now - w.start < this.windowMs ? w.used : 0;
   }
 }
-
-/** Whole seconds for Retry-After, at least 1. */
-export const retryAfterSeconds = (ms: number): string => String(Math.max(1, Math.ceil(ms / 1000)));
 
 /**
  * The key a client address is counted under: an IPv4 address as it is, an

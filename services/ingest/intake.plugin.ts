@@ -8,7 +8,8 @@ import { Problem } from '../../shared/http/schemas.ts';
 import { Accepted, CollectBody, CollectQuery, ConversionAccepted, ConversionBody, meetsCollectRules } from './collect.schema.ts';
 import { collectRecords, conversionRecord, type RecordContext } from './event-record.ts';
 import type { IntakeLimit } from '../../shared/metrics.ts';
-import { WindowCounter, clientAddressKey, retryAfterSeconds } from './intake-limits.ts';
+import { retryAfterSeconds } from '../../shared/http/plugins/rate-limit.ts';
+import { WindowCounter, clientAddressKey } from './intake-limits.ts';
 import { playerAccess } from './player-access.ts';
 import type { PlayerEventsWriter } from './player-events.writer.ts';
 
@@ -41,10 +42,11 @@ export interface IntakePluginOptions {
 /**
  * The intake: player events (POST /v1/collect, public player key) and
  * server-side conversions (POST /api/public/conversion, API key), each in a
- * context of its own with its own auth hook. The hooks run at preValidation,
- * after the body is read, so an oversized or malformed body is answered
- * 413/400 whatever the credential. A request is answered 202 only after
- * Kafka acknowledged every one of its events.
+ * context of its own with its own auth hook. Only the cheap refusals run
+ * before the body is read (load shedding, the per-address limit); the auth
+ * hooks run at preValidation, after it, so an oversized or malformed body is
+ * answered 413/400 whatever the credential. A request is answered 202 only
+ * after Kafka acknowledged every one of its events.
  */
 export async function intakePlugin(app: FastifyInstance, opts: IntakePluginOptions): Promise<void> {
   // Load shedding. While the producer's queue is over its bounds a request
@@ -53,25 +55,33 @@ export async function intakePlugin(app: FastifyInstance, opts: IntakePluginOptio
   app.addHook('onRequest', async () => {
     opts.writer.refuseIfOverloaded();
   });
-  // The in-flight slot is taken only once the body is in, the key is valid
-  // and the events passed validation (preHandler): a client that sends its
-  // headers and then stalls its body, or sends an unknown key, holds none,
-  // so slow or hostile clients cannot take every slot of the process from
-  // the other tenants. Over `maxInFlight` a request is answered 503.
-  // NOTE: the bound is what holds when the CPU, not Kafka, is the limit:
-  // requests then queue on the way to their transaction, the producer's
-  // queue stays short, and without a bound their latency grows with the
-  // number of clients until they time out.
+  const slot = inFlightSlot(opts);
+  await app.register(playerIntake, { ...opts, slot });
+  await app.register(conversionIntake, { ...opts, slot });
+}
+
+/**
+ * The in-flight slot, added last among each route's preHandler hooks: it is
+ * taken only once the body is in, the key is valid, the events passed
+ * validation and the key's own limit, so a client that stalls its body,
+ * sends an unknown key or is over its limit holds none, and slow or hostile
+ * clients cannot take every slot of the process from the other tenants.
+ * Over `maxInFlight` a request is answered 503. NOTE: the bound is what
+ * holds when the CPU, not Kafka, is the limit: requests then queue on the
+ * way to their transaction, the producer's queue stays short, and without a
+ * bound their latency grows with the number of clients until they time out.
+ */
+function inFlightSlot(opts: IntakePluginOptions) {
   let inFlight = 0;
-  app.addHook('preHandler', async (_req, reply) => {
+  return async function takeSlot(_req: FastifyRequest, reply: FastifyReply): Promise<void> {
     if (inFlight >= opts.maxInFlight) throw opts.writer.overloaded(`${opts.maxInFlight} intake requests in flight`);
     inFlight++;
     // 'close' comes once whether the answer was sent or the client went away.
     reply.raw.once('close', () => inFlight--);
-  });
-  await app.register(playerIntake, opts);
-  await app.register(conversionIntake, opts);
+  };
 }
+
+type RouteOptions = IntakePluginOptions & { slot: ReturnType<typeof inFlightSlot> };
 
 /**
  * X-Player-Key (or ?key= for sendBeacon) → the tenant. 401 when missing,
@@ -166,7 +176,7 @@ function compileJsonSchema(schema: object): (data: unknown) => boolean {
   return (jsonSchemaCompiler as unknown as (part: { schema: object }) => (data: unknown) => boolean)({ schema });
 }
 
-async function playerIntake(root: FastifyInstance, opts: IntakePluginOptions): Promise<void> {
+async function playerIntake(root: FastifyInstance, opts: RouteOptions): Promise<void> {
   const app = root.withTypeProvider<ZodTypeProvider>();
   app.decorateRequest('playerTenantId', null);
   const byAddress = new WindowCounter({ max: opts.limits.clientAddressRequestsPerMinute });
@@ -194,6 +204,7 @@ async function playerIntake(root: FastifyInstance, opts: IntakePluginOptions): P
       headers: { 'Retry-After': retryAfterSeconds(took.retryAfterMs) },
     });
   });
+  app.addHook('preHandler', opts.slot);
   app.post(
     '/v1/collect',
     {
@@ -219,13 +230,14 @@ async function playerIntake(root: FastifyInstance, opts: IntakePluginOptions): P
   );
 }
 
-async function conversionIntake(root: FastifyInstance, opts: IntakePluginOptions): Promise<void> {
+async function conversionIntake(root: FastifyInstance, opts: RouteOptions): Promise<void> {
   const app = root.withTypeProvider<ZodTypeProvider>();
   app.decorateRequest('principal', null);
   // NOTE: preValidation, not onRequest: the per-key rate limit
-  // (shared/http/rate-limit.ts) runs at preValidation after this hook and
+  // (shared/http/plugins/rate-limit.ts) runs at preValidation after this hook and
   // counts the key it sets.
   app.addHook('preValidation', opts.apiKeyAuth);
+  app.addHook('preHandler', opts.slot);
   app.post(
     '/api/public/conversion',
     {

@@ -23,7 +23,7 @@ const USAGE_INTERVAL_MS = 60_000;
  * Bearer API key → tenant (401 when missing, unknown or revoked; 403 while
  * the tenant is suspended), then the
  * key's last use (written at most once a minute per key, off the request
- * path). The per-key rate limit runs after it (shared/http/rate-limit.ts).
+ * path). The per-key rate limit runs after it (shared/http/plugins/rate-limit.ts).
  */
 export function apiKeyAuth(deps: { store: ConfigStore; writer: ConfigWriter; log: Logger; now?: () => number }) {
   const lastWritten = new Map<string, number>();

@@ -68,6 +68,9 @@ export class SnapshotLocalStore {
   }
 }
 
+/** Whole seconds for Retry-After, at least 1, from the milliseconds left in a window. */
+export const retryAfterSeconds = (ms: number): string => String(Math.max(1, Math.ceil(ms / 1000)));
+
 async function apiKeyRateLimitPlugin(app: FastifyInstance, opts: RateLimitOptions): Promise<void> {
   await app.register(rateLimit, {
     global: true,
@@ -84,8 +87,7 @@ async function apiKeyRateLimitPlugin(app: FastifyInstance, opts: RateLimitOption
     // IETF RateLimit draft headers on every limited response, Retry-After on a 429.
     enableDraftSpec: true,
     errorResponseBuilder: (_req, ctx) => {
-      const retryAfter = String(Math.max(1, Math.ceil(ctx.ttl / 1000)));
-      return new ApiError('rate_limited', `more than ${ctx.max} requests this minute for this API key`, { headers: { 'Retry-After': retryAfter } });
+      return new ApiError('rate_limited', `more than ${ctx.max} requests this minute for this API key`, { headers: { 'Retry-After': retryAfterSeconds(ctx.ttl) } });
     },
   });
 }
