@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { PlayerEventRecord } from '../../schemas/records.ts';
 import { chTime } from '../../shared/clickhouse/clickhouse.ts';
-import { candidateLine, EVENT_COLUMNS, eventLine, eventRow, lineMonth, linesByMonths, retryCandidate } from './event-rows.ts';
+import { candidateLine, EVENT_COLUMNS, eventLine, eventRow, retryCandidate } from './event-rows.ts';
 
 const text = fc.string({ unit: 'binary', maxLength: 20 });
 const nullableText = fc.option(text, { nil: null });
@@ -77,46 +77,6 @@ describe('candidateLine', () => {
         expect(JSON.parse(candidateLine(retimed))[EVENT_COLUMNS.indexOf('timestamp')]).toBe(chTime(first));
       }),
       { numRuns: 200 },
-    );
-  });
-});
-
-describe('lineMonth', () => {
-  it("is the YYYY-MM of the line's timestamp, whatever the other fields hold", () => {
-    fc.assert(
-      fc.property(record, (r) => {
-        expect(lineMonth(eventLine(r))).toBe(chTime(r.timestamp).slice(0, 7));
-        // Ids of another length than a UUID's are found by their quotes.
-        expect(lineMonth(eventLine({ ...r, tenant_id: 't', video_id: `v${r.video_id}` }))).toBe(chTime(r.timestamp).slice(0, 7));
-      }),
-    );
-  });
-});
-
-describe('linesByMonths', () => {
-  const lineAt = (r: PlayerEventRecord, month: number) => eventLine({ ...r, timestamp: Date.UTC(2000, month, 15) });
-
-  it('keeps every line, once, and no insert touches more than the months allowed', () => {
-    fc.assert(
-      fc.property(record, fc.array(fc.integer({ min: 0, max: 400 }), { minLength: 1, maxLength: 600 }), fc.integer({ min: 1, max: 120 }), (r, months, max) => {
-        const lines = months.map((m, i) => lineAt({ ...r, session_id: `ses_${i}` }, m));
-        const inserts = linesByMonths(lines, max);
-        expect(inserts.flat().sort()).toEqual([...lines].sort());
-        for (const insert of inserts) expect(new Set(insert.map(lineMonth)).size).toBeLessThanOrEqual(max);
-        // As few inserts as whole months allow.
-        expect(inserts).toHaveLength(Math.ceil(new Set(months).size / max));
-      }),
-    );
-  });
-
-  it('gives lines within the limit back as they are, as one insert', () => {
-    fc.assert(
-      fc.property(record, (r) => {
-        const lines = [lineAt(r, 300), lineAt(r, 301), lineAt(r, 300)];
-        const inserts = linesByMonths(lines);
-        expect(inserts).toEqual([lines]);
-        expect(inserts[0]).toBe(lines);
-      }),
     );
   });
 });

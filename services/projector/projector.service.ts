@@ -11,7 +11,7 @@ import type { Topics } from '../../shared/kafka/topics.ts';
 import type { Logger } from '../../shared/logger.ts';
 import type { Metrics } from '../../shared/metrics.ts';
 import { dedupeRetriedEvents, needsLookup } from './event-dedupe.ts';
-import { candidateLine, EVENT_COLUMNS, eventLine, LATEST_EVENT_TIME, linesByMonths, retryCandidate, type RetryCandidate } from './event-rows.ts';
+import { candidateLine, EVENT_COLUMNS, eventLine, LATEST_EVENT_TIME, retryCandidate, type RetryCandidate } from './event-rows.ts';
 
 export interface ProjectorDeps {
   kafka: Kafka;
@@ -87,12 +87,7 @@ export async function startProjector(deps: ProjectorDeps) {
       if (candidates) {
         for (const c of await dedupeRetriedEvents(deps.clickhouse, candidates, log)) lines.push(candidateLine(c));
       }
-      // One insert per group of at most MONTHS_PER_INSERT month partitions:
-      // a batch of events from many years (a replay of an old log) would
-      // otherwise be refused whole, and for good.
-      for (const group of lines.length > 0 ? linesByMonths(lines) : []) {
-        await timed('events', () => insertLines(deps.clickhouse, 'events', group, EVENT_COLUMNS));
-      }
+      if (lines.length > 0) await timed('events', () => insertLines(deps.clickhouse, 'events', lines, EVENT_COLUMNS));
       deps.metrics.batchSize.observe(lines.length);
     },
   });

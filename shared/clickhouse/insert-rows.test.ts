@@ -132,6 +132,14 @@ describe('insertRows (embedded ClickHouse)', () => {
     expect(await read()).toHaveLength(before);
   });
 
+  it('inserts a batch spanning more month partitions than the engine allows by default (a replay of years)', async () => {
+    await ch.command({ query: `CREATE TABLE monthly (id UInt32, at DateTime64(3, 'UTC')) ENGINE = MergeTree PARTITION BY toYYYYMM(at) ORDER BY id` });
+    const lines = Array.from({ length: 150 }, (_, i) => JSON.stringify([i, chTime(Date.UTC(2005, i, 15))]));
+    await insertLines(ch, 'monthly', lines, ['id', 'at']);
+    const [row] = await (await ch.query({ query: 'SELECT count() AS n, uniqExact(toYYYYMM(at)) AS months FROM monthly', format: 'JSONEachRow' })).json<{ n: string; months: string }>();
+    expect({ n: Number(row!.n), months: Number(row!.months) }).toEqual({ n: 150, months: 150 });
+  });
+
   it('fails the call when ClickHouse refuses a row, inserting none of the batch', async () => {
     await expect(insertRows(ch, 't', [{ id: 10, name: 'ok', note: null, at: chTime(0) }, { id: 'eleven', name: 'bad' }])).rejects.toThrow();
     expect((await read()).map((r) => r.id)).toEqual([1, 2, 3, 4, 5, 6, 20, 21, 22]);

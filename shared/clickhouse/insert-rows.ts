@@ -50,7 +50,14 @@ export async function insertLines(client: ClickHouseClient, table: string, lines
   if (lines.length === 0) return;
   let body = '';
   for (const line of lines) body += `${line}\n`;
-  const query = columns ? `INSERT INTO ${table} (${columns.join(', ')}) FORMAT JSONCompactEachRow` : `INSERT INTO ${table} FORMAT JSONEachRow`;
+  // NOTE: no bound on the partitions one insert touches. The engine's
+  // default (100) guards against a wrong partition key; ours are months of
+  // an event's time, and a batch replayed from an old log can span years.
+  // Refused, such a batch could never be inserted, however often retried.
+  const settings = 'SETTINGS max_partitions_per_insert_block = 0';
+  const query = columns
+    ? `INSERT INTO ${table} (${columns.join(', ')}) ${settings} FORMAT JSONCompactEachRow`
+    : `INSERT INTO ${table} ${settings} FORMAT JSONEachRow`;
   const result = await client.exec({ query, values: Readable.from([body]) });
   await drainStream(result.stream);
 }
