@@ -2,6 +2,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ACTIVE, COMING_SOON, SHORT, SIGNALS, expectProblem, iso, randomVid, type EventItem, type Res } from './helpers/contract.ts';
+import { checkWithin } from './helpers/property.ts';
 import { TestStack, eventually, type TestTenant } from './helpers/stack.ts';
 
 /**
@@ -15,9 +16,7 @@ const toUuid = (vid: string) => vid.slice(4).replace(/^(.{8})(.{4})(.{4})(.{4})(
 const COLLECTABLE = [...ACTIVE, ...SIGNALS];
 
 
-/** Runs a property with a fixed budget; the seed is printed by fast-check on failure. */
-const check = <T>(arb: fc.Arbitrary<T>, predicate: (v: T) => Promise<void>, numRuns = 200) =>
-  fc.assert(fc.asyncProperty(arb, predicate), { numRuns, interruptAfterTimeLimit: 45_000, markInterruptAsFailure: false });
+const check = <T>(arb: fc.Arbitrary<T>, predicate: (v: T) => Promise<void>, numRuns = 200) => checkWithin(arb, predicate, { numRuns });
 
 describe('bad input', () => {
   let s: TestStack;
