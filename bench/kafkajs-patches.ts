@@ -19,10 +19,10 @@
  *     a consumer draining a topic of BENCH_KAFKAJS_DRAIN (50,000) records.
  *   - 004 coordinator kept, 005 no metadata refresh on CONCURRENT_TRANSACTIONS:
  *     transactions of three records (send + commit) with the intake's lane
- *     settings, back to back on one producer and in turn over four.
+ *     settings, back to back on one producer and in turn over two.
  *
  * The broker parts use KAFKA_BROKERS, or else start a local broker.
- * BENCH_KAFKAJS_ROUNDS (default 7) sets the rounds of every line.
+ * BENCH_KAFKAJS_ROUNDS (default 9) sets the rounds of every line.
  */
 import { randomBytes } from 'node:crypto';
 import { cpSync, mkdirSync } from 'node:fs';
@@ -35,7 +35,7 @@ import { fmtRatio, median, table } from './stats.ts';
 
 const require = createRequire(import.meta.url);
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const ROUNDS = Number(process.env.BENCH_KAFKAJS_ROUNDS ?? 7);
+const ROUNDS = Number(process.env.BENCH_KAFKAJS_ROUNDS ?? 9);
 const DRAIN = Number(process.env.BENCH_KAFKAJS_DRAIN ?? 50_000);
 
 const PATCH = {
@@ -61,6 +61,11 @@ function kafkajsWithout(dir: string, patchFile: string): string {
   mkdirSync(join(dir, 'node_modules'), { recursive: true });
   cpSync(join(ROOT, 'node_modules/kafkajs'), join(dir, 'node_modules/kafkajs'), { recursive: true });
   const patch = readPatch({ patchFilePath: join(ROOT, 'patches', patchFile), patchDetails: getPackageDetailsFromPatchFilename(patchFile), patchDir: 'patches' });
+  try {
+    executeEffects(reversePatch(patch), { dryRun: true, cwd: dir, bestEffort: false });
+  } catch {
+    throw new Error(`node_modules/kafkajs does not hold patches/${patchFile} as it is now: run npm ci`);
+  }
   executeEffects(reversePatch(patch), { dryRun: false, cwd: dir, bestEffort: false });
   return join(dir, 'node_modules/kafkajs');
 }
@@ -212,9 +217,9 @@ async function main(): Promise<void> {
     // Transactions of three records, one per partition (004, 005), with the
     // intake's lane settings: back to back on one producer (the next one's
     // AddPartitionsToTxn meets the markers of the last: CONCURRENT_TRANSACTIONS),
-    // and in turn over four lanes, as the intake hands requests out.
+    // and in turn over the intake's two lanes, as it hands requests out.
     const txTopic = await createTopic('tx', 3);
-    const LANES = 4;
+    const LANES = 2; // the intake's parallelTransactions default
     const transactions = 20;
     for (const key of ['coordinator', 'concurrent'] as const) {
       const lanes = new Map<Kjs, Any[]>();
