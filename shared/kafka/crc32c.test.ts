@@ -3,9 +3,10 @@ import { createRequire } from 'node:module';
 import { describe, expect, it } from 'vitest';
 
 // kafkajs checksums every record batch it produces with this function;
-// patches/kafkajs+2.2.4.patch replaces its byte-at-a-time loop with
-// slicing-by-8. A wrong checksum makes the broker refuse every batch
-// (CORRUPT_MESSAGE), so it is held to a bit-by-bit reference here.
+// patches/kafkajs+2.2.4+007+crc32c-slicing-by-8.patch replaces its
+// byte-at-a-time loop with slicing-by-8. A wrong checksum makes the broker
+// refuse every batch (CORRUPT_MESSAGE), so it is held to a bit-by-bit
+// reference here.
 const crc32C = createRequire(import.meta.url)('kafkajs/src/protocol/recordBatch/crc32C/index.js') as (b: Buffer) => number;
 
 function reference(buffer: Buffer): number {

@@ -296,7 +296,8 @@ export class GroupCommitProducer {
         // at it, acknowledged records included. A commit marker of the
         // lane's producer id ends it, so the replacement commits an empty
         // transaction over every partition the lane has written to
-        // (patches/kafkajs+2.2.4.patch adds addPartitions). On partitions
+        // (patches/kafkajs+2.2.4+003+transaction-add-partitions.patch adds
+        // addPartitions). On partitions
         // without such a transaction this writes one marker each and changes
         // nothing else.
         await tx.addPartitions([...lane.written].map(([topic, partitions]) => ({ topic, partitions: [...partitions] })));

@@ -5,8 +5,8 @@ import { JavaCompatiblePartitioner } from './partitioner.ts';
 /**
  * kafkajs's grouping of a send's messages by partition
  * (src/producer/groupMessagesPerPartition.js) as patched by
- * patches/kafkajs+2.2.4.patch: appended in place instead of copying the
- * partition's array for every message. The result must be the one of
+ * patches/kafkajs+2.2.4+006+group-messages-in-place.patch: appended in place
+ * instead of copying the partition's array for every message. The result must be the one of
  * kafkajs 2.2.4's own code, kept below as the reference.
  */
 const require = createRequire(import.meta.url);

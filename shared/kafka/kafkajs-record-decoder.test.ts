@@ -4,8 +4,8 @@ import { describe, expect, it } from 'vitest';
 
 /**
  * kafkajs's record decoder (src/protocol/recordBatch/record/v0/decoder.js)
- * as patched by patches/kafkajs+2.2.4.patch: offsets and timestamps worked
- * out as Numbers when they are safe integers. Every record must decode to
+ * as patched by patches/kafkajs+2.2.4+008+record-decoder-numbers.patch:
+ * offsets and timestamps worked out as Numbers when they are safe integers. Every record must decode to
  * what kafkajs' Long arithmetic gives, inside and outside the safe range.
  */
 const require = createRequire(import.meta.url);

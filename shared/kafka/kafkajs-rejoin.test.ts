@@ -11,9 +11,10 @@ import { startLocalBroker, type LocalBroker } from '../../infra/kafka/local-brok
  * kafkajs 2.2.4 restarts under a new member id: the coordinator keeps the old
  * member until its session times out and holds the rebalance for it, so the
  * group consumes nothing for up to a session timeout after the broker is back.
- * patches/kafkajs+2.2.4.patch rejoins under the old member id. With a session
- * timeout of 90 s, a record produced after the restart must arrive well within
- * it; unpatched this test fails at its 45 s bound.
+ * patches/kafkajs+2.2.4+002+consumer-rejoin-member-id.patch rejoins under the
+ * old member id. With a session timeout of 90 s, a record produced after the
+ * restart must arrive well within it; unpatched this test fails at its 45 s
+ * bound.
  */
 describe('kafkajs consumer restarted after its broker died', () => {
   const dir = mkdtempSync(join(tmpdir(), 'va-rejoin-'));

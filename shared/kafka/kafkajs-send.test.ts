@@ -3,8 +3,8 @@ import { describe, expect, it } from 'vitest';
 
 /**
  * kafkajs's own produce path (src/producer/sendMessages.js) as patched by
- * patches/kafkajs+2.2.4.patch, driven with a two-broker cluster whose
- * leadership moves between attempts. Unpatched, kafkajs 2.2.4 kept one
+ * patches/kafkajs+2.2.4+001+produce-per-partition.patch, driven with a
+ * two-broker cluster whose leadership moves between attempts. Unpatched, kafkajs 2.2.4 kept one
  * response per broker across retries: a partition whose leader moved to a
  * broker that had already answered was never sent, and send() resolved
  * (tulios/kafkajs#1303). These tests fail on the unpatched file.

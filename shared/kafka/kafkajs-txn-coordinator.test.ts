@@ -5,8 +5,9 @@ import { describe, expect, inject, it } from 'vitest';
 
 /**
  * kafkajs's transaction manager (src/producer/eosManager) as patched by
- * patches/kafkajs+2.2.4.patch: the transaction coordinator is looked up once
- * and kept, instead of a FindCoordinator round trip before every
+ * patches/kafkajs+2.2.4+004+transaction-coordinator-cache.patch (and the
+ * real-broker case, by +005+concurrent-transactions-no-refresh.patch): the
+ * transaction coordinator is looked up once and kept, instead of a FindCoordinator round trip before every
  * AddPartitionsToTxn, EndTxn and AddOffsetsToTxn, and a failed request to it
  * makes the next one look it up again. Unpatched, every transaction made two
  * lookups (the intake's trace: 2 per transaction, 3-4 ms each under load),
