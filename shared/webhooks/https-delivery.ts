@@ -255,6 +255,13 @@ export class HttpsDeliveryClient {
       headersTimeout: this.#timeoutMs,
       bodyTimeout: this.#drainTimeoutMs,
     });
+    // A pool whose last connection closed with nothing queued is dropped, so
+    // that deleted destinations and changed URLs leave no pools behind.
+    pool.on('disconnect', () => {
+      if (pool.stats.connected > 0 || pool.stats.size > 0 || this.#pools.get(id)?.pool !== pool) return;
+      this.#pools.delete(id);
+      void pool.close().catch(() => {});
+    });
     entry = { pool, state };
     this.#pools.set(id, entry);
     return entry;
