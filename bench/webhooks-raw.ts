@@ -3,8 +3,9 @@
  * A plain POST loop through one HttpsDeliveryClient, built exactly as the
  * stack builds the fan-out's (same timeout, same extra CA, same allow-list,
  * default pool settings), `concurrency` posts in flight at a time (one
- * connection pool per emulated destination, see `pools`), each
- * signed afresh with the same header set the fan-out sends. It runs in a
+ * connection pool per emulated destination, see `pools`) within the
+ * fan-out's request slots at their defaults, each signed afresh with the
+ * same header set the fan-out sends. It runs in a
  * process of its own because the fan-out's client runs in the stack's
  * process, apart from the receiver in the parent; both sides then pay the
  * same process boundary.
@@ -14,6 +15,7 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { FairSlots } from '../services/fanout/fair-slots.ts';
 import { parseCidrList } from '../shared/webhooks/address-policy.ts';
 import { HttpsDeliveryClient } from '../shared/webhooks/https-delivery.ts';
 import { webhookHeaders } from '../shared/webhooks/signing.ts';
@@ -53,6 +55,8 @@ const timeoutMs = Number(process.env.RAW_TIMEOUT_MS ?? 10_000);
 if (!caFile) throw new Error('RAW_CA_FILE is not set');
 
 const client = new HttpsDeliveryClient({ timeoutMs, extraCaPem: readFileSync(caFile, 'utf8'), allowList: parseCidrList('127.0.0.0/8') });
+// FANOUT_MAX_IN_FLIGHT, and twice FANOUT_PER_DESTINATION_CONCURRENCY per host, as the fan-out bounds its posts.
+const slots = new FairSlots(256, 16);
 const secret = `whsec_${randomBytes(24).toString('base64url').slice(0, 32)}`;
 
 async function run(req: RawRunRequest): Promise<RawRunResult> {
@@ -64,13 +68,15 @@ async function run(req: RawRunRequest): Promise<RawRunResult> {
   const started = performance.now();
   const deadline = started + req.maxMs;
   const pools = Math.max(1, req.pools ?? 1);
+  const host = new URL(req.url).host;
   const lane = async (index: number): Promise<void> => {
     const pool = pools > 1 ? `dest-${index % pools}` : undefined;
     while (next < req.count && performance.now() < deadline) {
       next++;
       const startedAt = Date.now();
       const headers = webhookHeaders({ eventName: 'video_play', deliveryId: randomUUID(), secret, rawBody: req.body, nowSec: Math.floor(startedAt / 1000) });
-      const r = await client.post(req.url, { ...headers }, req.body, pool);
+      await slots.acquire('bench', host);
+      const r = await client.post(req.url, { ...headers }, req.body, pool).finally(() => slots.release(host));
       durationSum += r.durationMs;
       if (r.ok) ok++;
       else {

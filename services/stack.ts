@@ -231,7 +231,6 @@ async function startFanoutService(core: Core, shared: Shared, secrets: SecretBox
     extraCaPem: network.extraCaPem,
     allowList: network.allowList,
     dnsTimeoutMs: config.WEBHOOK_DNS_TIMEOUT_MS,
-    dnsMaxConcurrent: config.WEBHOOK_DNS_MAX_CONCURRENT,
   });
   core.shutdown.add('webhook-client', async () => client.close());
   const fanout = await startFanout({

@@ -111,7 +111,6 @@ export const ConfigSchema = z.object({
   WEBHOOK_CA_FILE: optionalString,
   WEBHOOK_ALLOWED_CIDRS: z.string().default(''),
   WEBHOOK_DNS_TIMEOUT_MS: intFrom(5000, 1),
-  WEBHOOK_DNS_MAX_CONCURRENT: intFrom(16, 1),
   SECRETS_KEY: optionalString.pipe(
     z
       .string()

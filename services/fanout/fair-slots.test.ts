@@ -47,4 +47,41 @@ describe('FairSlots', () => {
     await Promise.all(tasks);
     expect(most).toBe(3);
   });
+
+  it('keeps at most perHost slots to one host, handing a freed one to the first waiter whose host has room', async () => {
+    const slots = new FairSlots(4, 2);
+    await slots.acquire('a', 'dead.example:443');
+    await slots.acquire('a', 'dead.example:443');
+    const order: string[] = [];
+    const waiters = [
+      slots.acquire('a', 'dead.example:443').then(() => order.push('dead')),
+      slots.acquire('a', 'ok.example:443').then(() => order.push('ok1')),
+      slots.acquire('b', 'ok.example:443').then(() => order.push('ok2')),
+    ];
+    // The host's third post waits; posts to another host pass it while slots are free.
+    await settled(() => expect(order).toEqual(['ok1', 'ok2']));
+    slots.release('ok.example:443');
+    await new Promise((r) => setTimeout(r, 20));
+    expect(order).toEqual(['ok1', 'ok2']);
+    slots.release('dead.example:443');
+    await settled(() => expect(order).toEqual(['ok1', 'ok2', 'dead']));
+    await Promise.all(waiters);
+  });
+
+  it('skips a tenant whose waiters are all for a full host, serving the next tenant in turn', async () => {
+    const slots = new FairSlots(2, 1);
+    await slots.acquire('big', 'h1');
+    await slots.acquire('small', 'h2');
+    const order: string[] = [];
+    const waiters = [
+      slots.acquire('big', 'h1').then(() => order.push('big-h1')),
+      slots.acquire('small', 'h3').then(() => order.push('small-h3')),
+    ];
+    // h2 is freed: big's only waiter is for h1 (still full), so small's h3 goes.
+    slots.release('h2');
+    await settled(() => expect(order).toEqual(['small-h3']));
+    slots.release('h1');
+    await settled(() => expect(order).toEqual(['small-h3', 'big-h1']));
+    await Promise.all(waiters);
+  });
 });

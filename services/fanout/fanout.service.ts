@@ -17,6 +17,7 @@ import { tenantOfPlayerEventKey } from '../../shared/kafka/event-keys.ts';
 import { deferral, deferralsOf, LogThrottle, planAttempt, planFanOut, settlement, type AttemptResult, type Outgoing, type SecurityOut } from './delivery-steps.ts';
 import { FairSlots } from './fair-slots.ts';
 import { Lanes } from './lanes.ts';
+import { hostOf } from '../../shared/webhooks/fanout-plan.ts';
 
 /** The HTTPS client the fan-out posts through (shared/webhooks/https-delivery.ts). */
 export interface DeliveryClient {
@@ -174,7 +175,8 @@ class Fanout {
     this.#now = deps.now ?? Date.now;
     this.#deliveries = deliveries;
     this.#alerts = alerts;
-    this.#slots = new FairSlots(deps.maxInFlight);
+    // Twice a lane per host: a dead destination's lane cannot take all of its host's slots.
+    this.#slots = new FairSlots(deps.maxInFlight, 2 * deps.perDestinationConcurrency);
     // A healthy destination's deferred deliveries come back a first tier's
     // delay later; it still counts as answering then (at least 30 s).
     this.#lanes = new Lanes({
@@ -218,11 +220,13 @@ class Fanout {
 
   /** Attempts `d` once one of the request slots the tenants share in turn is free; returns its hand-off. */
   async #attemptInSlot(d: DeliveryRecord): Promise<() => Promise<void>> {
-    await this.#slots.acquire(d.tenant_id);
+    const url = this.#deps.store.destinations.get(d.destination_id)?.url;
+    const host = url === undefined ? '' : hostOf(url);
+    await this.#slots.acquire(d.tenant_id, host);
     try {
       return await this.#attempt(d);
     } finally {
-      this.#slots.release();
+      this.#slots.release(host);
     }
   }
 

@@ -7,7 +7,7 @@ import { createServer, type Server } from 'node:https';
 import { createServer as createNetServer, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { TLSSocket } from 'node:tls';
+import tls, { type TLSSocket } from 'node:tls';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startDnsServer, type DnsAnswer, type DnsQuestion, type DnsServer } from '../../test/helpers/dns-server.ts';
 import { parseCidrList } from './address-policy.ts';
@@ -70,6 +70,10 @@ interface TestServer {
   received: Received[];
   /** Resolves when a request's connection closed before the handler answered. */
   abandoned: Promise<void>;
+  /** Connections open now. */
+  open: () => number;
+  /** Connections closed so far. */
+  closed: () => number;
 }
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
@@ -81,6 +85,7 @@ afterEach(async () => {
 
 async function startServer(handler: Handler, listenAddress = '127.0.0.1'): Promise<TestServer> {
   let connections = 0;
+  let closed = 0;
   const received: Received[] = [];
   const sockets = new Set<Socket>();
   let markAbandoned!: () => void;
@@ -105,7 +110,10 @@ async function startServer(handler: Handler, listenAddress = '127.0.0.1'): Promi
   server.on('connection', (socket: Socket) => {
     connections++;
     sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
+    socket.on('close', () => {
+      sockets.delete(socket);
+      closed++;
+    });
   });
   server.on('tlsClientError', () => {});
   await new Promise<void>((resolve) => server.listen(0, listenAddress, resolve));
@@ -116,7 +124,7 @@ async function startServer(handler: Handler, listenAddress = '127.0.0.1'): Promi
         server.close(() => resolve());
       }),
   );
-  return { port: (server.address() as AddressInfo).port, connections: () => connections, received, abandoned };
+  return { port: (server.address() as AddressInfo).port, connections: () => connections, received, abandoned, open: () => sockets.size, closed: () => closed };
 }
 
 function client(overrides: Partial<HttpsDeliveryClientOptions> = {}): HttpsDeliveryClient {
@@ -206,15 +214,9 @@ describe('HttpsDeliveryClient against a local HTTPS server', () => {
     const result = await c.post(`https://127.0.0.1:${server.port}/`, HEADERS, BODY);
     expect(result).toMatchObject({ ok: true, status: 200 });
     expect(result.durationMs).toBeLessThan(TIMEOUT_MS);
-    // The unfinished body does not pin a pooled socket: the drain bound (100 ms)
-    // destroys it, well before the server would end the body (3 s) and free it.
-    await vi.waitFor(
-      () => {
-        expect(Object.keys(c.agent.sockets)).toHaveLength(0);
-        expect(Object.keys(c.agent.freeSockets)).toHaveLength(0);
-      },
-      { timeout: 2000, interval: 20 },
-    );
+    // The unfinished body does not pin a pooled connection: the drain bound
+    // (100 ms) destroys it, well before the server would end the body (3 s).
+    await vi.waitFor(() => expect(server.closed()).toBe(1), { timeout: 2000, interval: 20 });
   });
 
   it('refuses loopback without connecting when the allow list is empty', async () => {
@@ -313,16 +315,18 @@ describe('HttpsDeliveryClient against a local HTTPS server', () => {
     }).post('https://slow.invalid/', HEADERS, BODY);
     expect(hanging).toMatchObject({ ok: false, errorClass: 'dns_timeout', message: 'timed out resolving slow.invalid' });
     expect(hanging.durationMs).toBeGreaterThanOrEqual(295);
-    expect(aborted?.aborted).toBe(true);
+    await vi.waitFor(() => expect(aborted?.aborted).toBe(true), { timeout: 500, interval: 10 });
   });
 
-  it('reuses a keep-alive connection and bounds sockets per host', async () => {
+  it('reuses a keep-alive connection', async () => {
     const server = await startServer(ok200);
-    const c = client({ maxSocketsPerHost: 1 });
+    const c = client();
     const url = `https://127.0.0.1:${server.port}/`;
-    expect((await c.post(url, HEADERS, BODY)).ok).toBe(true);
-    const results = await Promise.all([c.post(url, HEADERS, BODY), c.post(url, HEADERS, BODY), c.post(url, HEADERS, BODY)]);
-    expect(results.every((r) => r.ok)).toBe(true);
+    for (let i = 0; i < 4; i++) {
+      expect((await c.post(url, HEADERS, BODY)).ok).toBe(true);
+      // undici checks an idle connection for a close from the server before reusing it, one event-loop turn later.
+      await sleep(10);
+    }
     expect(server.received).toHaveLength(4);
     expect(server.connections()).toBe(1);
   });
@@ -337,133 +341,56 @@ describe('HttpsDeliveryClient against a local HTTPS server', () => {
     const c = client({ timeoutMs: 1500 });
     const base = `https://127.0.0.1:${server.port}`;
     expect(await c.post(`${base}/ok`, HEADERS, BODY, 'dest-ok')).toMatchObject({ ok: true });
-    await expect.poll(() => Object.values(c.agent.freeSockets).flat()).toHaveLength(1);
-    const warm = Object.values(c.agent.freeSockets).flat()[0] as Socket;
-    // The dead destination's post opens a connection of its own (the warm socket stays free) and destroys it on its timeout.
+    // The dead destination's post opens a connection of its own (the warm one stays open) and destroys it on its timeout.
     expect(await c.post(`${base}/dead`, HEADERS, BODY, 'dest-dead')).toMatchObject({ ok: false, errorClass: 'timeout' });
     expect(server.connections()).toBe(2);
-    expect(warm.destroyed).toBe(false);
-    // The healthy destination's next post reuses its warm socket: no new handshake.
+    await vi.waitFor(() => expect(server.closed()).toBe(1), { timeout: 1000, interval: 10 });
+    await sleep(100);
+    const opened = server.connections();
+    // The healthy destination's next post reuses its warm connection: no new handshake.
     expect(await c.post(`${base}/ok`, HEADERS, BODY, 'dest-ok')).toMatchObject({ ok: true });
-    expect(server.connections()).toBe(2);
-
-    // Without pool keys the two share one pool: the dead post takes the warm socket and destroys it.
-    const shared = client({ timeoutMs: 1500 });
-    expect(await shared.post(`${base}/ok`, HEADERS, BODY)).toMatchObject({ ok: true });
-    await expect.poll(() => Object.values(shared.agent.freeSockets).flat()).toHaveLength(1);
-    expect(await shared.post(`${base}/dead`, HEADERS, BODY)).toMatchObject({ ok: false, errorClass: 'timeout' });
-    expect(server.connections()).toBe(3);
-    expect(await shared.post(`${base}/ok`, HEADERS, BODY)).toMatchObject({ ok: true });
-    expect(server.connections()).toBe(4);
-  });
-
-  it('keeps at most maxSocketsPerHost requests in flight per host across pool keys, the rest taking turns in order', async () => {
-    let active = 0;
-    let peak = 0;
-    const order: string[] = [];
-    const server = await startServer((req, res) => {
-      active++;
-      peak = Math.max(peak, active);
-      order.push(req.url ?? '');
-      setTimeout(() => {
-        active--;
-        ok200(req, res);
-      }, 100);
-    });
-    const c = client({ maxSocketsPerHost: 2, timeoutMs: 5000 });
-    const hostPort = `127.0.0.1:${server.port}`;
-    // Six destinations on one host, each with a pool of its own: without the host's bound all six would be sent at once.
-    const posts = Array.from({ length: 6 }, (_, i) => c.post(`https://${hostPort}/d${i}`, HEADERS, BODY, `dest-${i}`));
-    await expect.poll(() => c.inFlight(hostPort)).toBe(2);
-    const results = await Promise.all(posts);
-    expect(results.map((r) => r.ok)).toEqual([true, true, true, true, true, true]);
-    expect(peak).toBe(2);
-    // First come, first served: the first two, then the next two, then the last two.
-    expect(order.slice(0, 2).sort()).toEqual(['/d0', '/d1']);
-    expect(order.slice(2, 4).sort()).toEqual(['/d2', '/d3']);
-    expect(order.slice(4).sort()).toEqual(['/d4', '/d5']);
-    expect(c.inFlight(hostPort)).toBe(0);
-  });
-
-  it('times a post out while it waits for a slot of its host, sending nothing; a slot is held until the response is drained', async () => {
-    const server = await startServer((req, res) => {
-      // Headers at once, then a body that never ends: the post succeeds, its socket stays busy until the drain bound.
-      if (req.url === '/slow-body') return void res.writeHead(200, { 'content-type': 'text/plain' }).write('x');
-      ok200(req, res);
-    });
-    const c = client({ maxSocketsPerHost: 1, timeoutMs: 500, drainTimeoutMs: 2000 });
-    const hostPort = `127.0.0.1:${server.port}`;
-    expect(await c.post(`https://${hostPort}/slow-body`, HEADERS, BODY, 'dest-a')).toMatchObject({ ok: true });
-    expect(c.inFlight(hostPort)).toBe(1);
-    // Another destination on the host waits for its one slot past its own budget: nothing of it is sent.
-    const started = performance.now();
-    expect(await c.post(`https://${hostPort}/ok`, HEADERS, BODY, 'dest-b')).toMatchObject({ ok: false, errorClass: 'timeout' });
-    expect(performance.now() - started).toBeGreaterThanOrEqual(450);
-    expect(server.received.map((r) => r.url)).toEqual(['/slow-body']);
-    // The drain bound ends the slow body and frees the slot: the next post goes through.
-    await expect.poll(() => c.inFlight(hostPort), { timeout: 5000 }).toBe(0);
-    expect(await c.post(`https://${hostPort}/ok`, HEADERS, BODY, 'dest-b')).toMatchObject({ ok: true });
-    expect(server.received.map((r) => r.url)).toEqual(['/slow-body', '/ok']);
+    expect(server.connections()).toBe(opened);
+    expect(server.closed()).toBe(1);
   });
 
   it('trusts an extra CA through one TLS context built up front, not a context (every root parsed again) per new connection', async () => {
     const server = await startServer(ok200);
     const c = client();
     // tls.connect builds a context per connection when given `ca`; given a context, it uses it.
-    const agentOptions = (c.agent as unknown as { options: Record<string, unknown> }).options;
-    expect(agentOptions.ca).toBeUndefined();
-    expect(agentOptions.secureContext).toBeDefined();
-    const results = await Promise.all([1, 2, 3].map(() => c.post(`https://127.0.0.1:${server.port}/`, HEADERS, BODY)));
-    expect(results.map((r) => r.ok)).toEqual([true, true, true]);
-    expect(server.connections()).toBe(3);
+    const built = vi.spyOn(tls, 'createSecureContext');
+    try {
+      const results = await Promise.all([1, 2, 3].map((i) => c.post(`https://127.0.0.1:${server.port}/`, HEADERS, BODY, `dest-${i}`)));
+      expect(results.map((r) => r.ok)).toEqual([true, true, true]);
+      expect(server.connections()).toBe(3);
+      expect(built).not.toHaveBeenCalled();
+    } finally {
+      built.mockRestore();
+    }
   });
 
-  it('leaves no handshake listener on a socket that queued requests take over', async () => {
-    const server = await startServer(ok200);
-    const c = client({ maxSocketsPerHost: 1 });
-    const url = `https://127.0.0.1:${server.port}/`;
-    // One socket, twelve requests at once: eleven wait and get it as the one before frees it.
-    const results = await Promise.all(Array.from({ length: 12 }, () => c.post(url, HEADERS, BODY)));
-    expect(results.every((r) => r.ok)).toBe(true);
-    expect(server.connections()).toBe(1);
-    const pooled = Object.values(c.agent.freeSockets).flat() as Socket[];
-    expect(pooled).toHaveLength(1);
-    expect(pooled[0]!.listenerCount('secureConnect')).toBe(0);
-    expect(pooled[0]!.listenerCount('connect')).toBe(0);
-  });
-
-  it('close() destroys pooled sockets', async () => {
+  it('close() destroys pooled connections', async () => {
     const server = await startServer(ok200);
     const c = client();
     await c.post(`https://127.0.0.1:${server.port}/`, HEADERS, BODY);
-    await expect.poll(() => Object.values(c.agent.freeSockets).flat()).toHaveLength(1);
-    const pooled = Object.values(c.agent.freeSockets).flat();
+    expect(server.open()).toBe(1);
     c.close();
-    expect(pooled[0]!.destroyed).toBe(true);
+    await vi.waitFor(() => expect(server.open()).toBe(0), { timeout: 1000, interval: 10 });
   });
 
-  it('retries once on a fresh connection when a reused keep-alive socket is reset', async () => {
-    let requests = 0;
-    const server = await startServer((req, res) => {
-      requests++;
-      // The second request dies as if the server had just closed the idle connection.
-      if (requests === 2) req.socket.destroy();
-      else ok200(req, res);
-    });
-    const c = client();
-    const url = `https://127.0.0.1:${server.port}/`;
-    expect(await c.post(url, HEADERS, BODY)).toMatchObject({ ok: true });
-    // The second post must find the first connection back in the pool, idle.
-    await expect.poll(() => Object.values(c.agent.freeSockets).flat()).toHaveLength(1);
-    expect(await c.post(url, HEADERS, BODY)).toMatchObject({ ok: true, status: 200 });
-    expect(requests).toBe(3);
+  it('closes an idle keep-alive connection after idleSocketTimeoutMs, before the server would', async () => {
+    const server = await startServer(ok200);
+    const c = client({ idleSocketTimeoutMs: 200 });
+    await c.post(`https://127.0.0.1:${server.port}/`, HEADERS, BODY);
+    expect(server.open()).toBe(1);
+    await vi.waitFor(() => expect(server.open()).toBe(0), { timeout: 1500, interval: 10 });
+    expect((await c.post(`https://127.0.0.1:${server.port}/`, HEADERS, BODY)).ok).toBe(true);
     expect(server.connections()).toBe(2);
   });
 
   it('fails with network when a fresh connection dies after the request was sent', async () => {
     const server = await startServer((req) => req.socket.destroy());
     const result = await client().post(`https://127.0.0.1:${server.port}/`, HEADERS, BODY);
-    expect(result).toMatchObject({ ok: false, errorClass: 'network', message: 'network error delivering to 127.0.0.1: ECONNRESET' });
+    expect(result).toMatchObject({ ok: false, errorClass: 'network', message: 'network error delivering to 127.0.0.1: UND_ERR_SOCKET' });
     expect(server.received).toHaveLength(1);
   });
 
@@ -580,39 +507,6 @@ describe('HttpsDeliveryClient resolving through c-ares, at a DNS server on 127.0
     const c = dnsClient(dns);
     expect(await c.post('https://missing.test/', HEADERS, BODY)).toMatchObject({ ok: false, errorClass: 'dns', message: 'could not resolve missing.test: ENOTFOUND' });
     expect(await c.post('https://empty.test/', HEADERS, BODY)).toMatchObject({ ok: false, errorClass: 'dns', message: 'could not resolve empty.test: ENODATA' });
-  });
-
-  it('keeps DNS look-ups within dnsMaxConcurrent, the wait counting toward the DNS budget', async () => {
-    const server = await startServer(ok200);
-    // hooks.test answers after 250 ms (within c-ares's per-try timeout, half
-    // the budget) and holds the only look-up slot until then.
-    const firstAsked = new Map<string, number>();
-    const dns = await dnsServer((q) => {
-      if (!firstAsked.has(q.name)) firstAsked.set(q.name, performance.now() - t0);
-      return q.name.startsWith('hang') ? 'never' : { addresses: q.type === 'A' ? ['127.0.0.1'] : [], delayMs: 250 };
-    });
-    const c = dnsClient(dns, { dnsTimeoutMs: 600, dnsMaxConcurrent: 1 });
-    const t0 = performance.now();
-    const [held, ...hung] = await Promise.all(
-      ['hooks.test', 'hang-1.test', 'hang-2.test'].map((name) => c.post(`https://${name}:${server.port}/`, HEADERS, BODY)),
-    );
-    expect(held).toMatchObject({ ok: true, address: '127.0.0.1' });
-    for (const [i, result] of hung.entries()) {
-      expect(result).toMatchObject({ ok: false, errorClass: 'dns_timeout' });
-      expect(result.message?.startsWith(`timed out resolving hang-${i + 1}.test`), result.message).toBe(true);
-      // About 600 ms from the post, not 250 + 600: the time spent waiting for the slot counts.
-      expect(result.durationMs).toBeGreaterThanOrEqual(595);
-      expect(result.durationMs).toBeLessThan(600 + 175);
-    }
-    // One name at a time: hang-1 is asked only once hooks.test has its
-    // answer, and hang-2 only once hang-1 has given up (its budget ends with
-    // hang-1's, so it may send nothing at all). The server alone cannot tell:
-    // it never answers hang-1, which stays unanswered there after the
-    // client has cancelled it.
-    expect(firstAsked.get('hooks.test')).toBeLessThan(100);
-    expect(firstAsked.get('hang-1.test')).toBeGreaterThanOrEqual(firstAsked.get('hooks.test')! + 245);
-    expect(firstAsked.get('hang-2.test') ?? Number.POSITIVE_INFINITY).toBeGreaterThanOrEqual(595);
-    expect(server.received).toHaveLength(1);
   });
 
   it('reaches https://localhost as loopback without asking DNS', async () => {

@@ -4,7 +4,7 @@
  * share: a destination whose DNS never answers would hold a pool thread per
  * attempt. Here names are resolved by c-ares (a node:dns/promises `Resolver`,
  * non-blocking sockets on the event loop), A and AAAA in parallel, with a
- * hard time budget per look-up and a bound on look-ups in flight.
+ * hard time budget per look-up.
  *
  * c-ares does not read /etc/hosts or nsswitch: only `localhost` (and names
  * under `.localhost`, RFC 6761) is answered here, as 127.0.0.1.
@@ -27,10 +27,8 @@ export type HostResolver = (host: string, signal?: AbortSignal) => Promise<Resol
 
 /** Options of {@link WebhookResolver}. */
 export interface WebhookResolverOptions {
-  /** Budget of one look-up, time spent waiting for a free slot included (`WEBHOOK_DNS_TIMEOUT_MS`). */
+  /** Budget of one look-up (`WEBHOOK_DNS_TIMEOUT_MS`). */
   timeoutMs: number;
-  /** Look-ups in flight at once; further ones wait in arrival order (`WEBHOOK_DNS_MAX_CONCURRENT`). */
-  maxConcurrent: number;
   /** DNS servers, e.g. `['127.0.0.1:5353']`; default: the system's (resolv.conf). */
   servers?: readonly string[];
 }
@@ -43,14 +41,11 @@ export interface WebhookResolverOptions {
 export class DnsTimeoutError extends Error {
   readonly code = 'ETIMEOUT';
   readonly host: string;
-  /** True when the budget ran out before a look-up slot became free (no query was sent). */
-  readonly queued: boolean;
 
-  constructor(host: string, queued: boolean) {
-    super(queued ? `DNS look-up of ${host} timed out waiting for a free look-up slot` : `DNS look-up of ${host} timed out`);
+  constructor(host: string) {
+    super(`DNS look-up of ${host} timed out`);
     this.name = 'DnsTimeoutError';
     this.host = host;
-    this.queued = queued;
   }
 }
 
@@ -83,54 +78,35 @@ const TRIES = 2;
 // and a receiver on localhost most commonly listens on 127.0.0.1.
 const LOCALHOST: readonly ResolvedAddress[] = [{ address: '127.0.0.1', family: 4 }];
 
-/** One caller waiting for a resolver from the pool. */
-interface Waiter {
-  start: (resolver: Resolver) => void;
-  fail: (error: Error) => void;
-}
-
 /**
- * A pool of at most `maxConcurrent` c-ares resolvers, one per look-up in
- * flight. A look-up holds its resolver until both of its queries have
- * settled, so at most `maxConcurrent` names are being asked at any moment;
- * on timeout the look-up's own resolver is cancelled (`cancel()` aborts only
- * that resolver's queries), which settles them at once and frees the slot.
+ * One c-ares channel for every look-up: its queries are non-blocking
+ * sockets on the event loop, so look-ups in flight hold no thread and need
+ * no bound of their own. A look-up past its budget is given up at once; its
+ * queries end by c-ares's own timeout, about the same budget.
  */
 export class WebhookResolver {
   readonly #timeoutMs: number;
-  readonly #maxConcurrent: number;
-  readonly #servers: readonly string[] | undefined;
-  readonly #idle: Resolver[] = [];
-  readonly #busy = new Set<Resolver>();
-  readonly #waiting: Waiter[] = [];
+  readonly #resolver: Resolver;
   #closed = false;
 
   /** {@link lookup} as a bound {@link HostResolver}. */
   readonly resolve: HostResolver = (host, signal) => this.lookup(host, signal);
 
   constructor(options: WebhookResolverOptions) {
-    const { timeoutMs, maxConcurrent } = options;
+    const { timeoutMs } = options;
     if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) throw new RangeError('timeoutMs must be a positive number');
-    if (!Number.isSafeInteger(maxConcurrent) || maxConcurrent < 1) throw new RangeError('maxConcurrent must be a positive integer');
     this.#timeoutMs = timeoutMs;
-    this.#maxConcurrent = maxConcurrent;
-    this.#servers = options.servers;
-    // Built now so that a malformed server list fails at start-up, not at the first delivery.
-    this.#idle.push(this.#newResolver());
-  }
-
-  /** Look-ups holding a resolver, and look-ups waiting for one. */
-  stats(): { active: number; queued: number } {
-    return { active: this.#busy.size, queued: this.#waiting.length };
+    this.#resolver = new Resolver({ timeout: Math.max(1, Math.floor(timeoutMs / TRIES)), tries: TRIES, maxTimeout: Math.max(1, Math.ceil(timeoutMs)) });
+    // Set now so that a malformed server list fails at start-up, not at the first delivery.
+    if (options.servers !== undefined) this.#resolver.setServers([...options.servers]);
   }
 
   /**
    * Resolves `host` to its IPv4 and IPv6 addresses (IPv4 first). IP literals
    * and `localhost` (127.0.0.1) are answered without DNS. Rejects with
-   * {@link DnsTimeoutError} when the budget runs out (waiting for a slot
-   * included) or `signal` aborts, with {@link DnsLookupError} when the name
-   * has no address (`ENOTFOUND`, `ENODATA`) or the server refused
-   * (`ESERVFAIL`, `EREFUSED`, `ECONNREFUSED`, …).
+   * {@link DnsTimeoutError} when the budget runs out or `signal` aborts, with
+   * {@link DnsLookupError} when the name has no address (`ENOTFOUND`,
+   * `ENODATA`) or the server refused (`ESERVFAIL`, `EREFUSED`, …).
    */
   lookup(host: string, signal?: AbortSignal): Promise<ResolvedAddress[]> {
     const name = host.replace(/^\[(.*)\]$/, '$1');
@@ -138,95 +114,26 @@ export class WebhookResolver {
     if (family !== 0) return Promise.resolve([{ address: name, family }]);
     if (isLocalhost(name)) return Promise.resolve(LOCALHOST.map((a) => ({ ...a })));
     if (this.#closed) return Promise.reject(new Error('the webhook resolver is closed'));
-
+    const budget = signal ? AbortSignal.any([signal, AbortSignal.timeout(this.#timeoutMs)]) : AbortSignal.timeout(this.#timeoutMs);
     return new Promise<ResolvedAddress[]>((resolve, reject) => {
-      let done = false;
-      let held: Resolver | undefined;
-      const finish = (settle: () => void): void => {
-        if (done) return;
-        done = true;
-        clearTimeout(timer);
-        signal?.removeEventListener('abort', giveUp);
-        settle();
-      };
-      const waiter: Waiter = {
-        start: (resolver) => {
-          held = resolver;
-          void Promise.allSettled([resolver.resolve4(name), resolver.resolve6(name)]).then(([v4, v6]) => {
-            // Only now are both queries over (answered, failed or cancelled): the slot is free.
-            this.#release(resolver);
-            let addresses: ResolvedAddress[];
-            try {
-              addresses = combineAnswers(host, v4, v6);
-            } catch (err) {
-              finish(() => reject(err as Error));
-              return;
-            }
-            finish(() => resolve(addresses));
-          });
-        },
-        fail: (error) => finish(() => reject(error)),
-      };
-      const giveUp = (): void => {
-        if (done) return;
-        const queued = held === undefined;
-        if (queued) {
-          const at = this.#waiting.indexOf(waiter);
-          if (at !== -1) this.#waiting.splice(at, 1);
+      const giveUp = (): void => reject(new DnsTimeoutError(host));
+      if (budget.aborted) return giveUp();
+      budget.addEventListener('abort', giveUp, { once: true });
+      void Promise.allSettled([this.#resolver.resolve4(name), this.#resolver.resolve6(name)]).then(([v4, v6]) => {
+        budget.removeEventListener('abort', giveUp);
+        try {
+          resolve(combineAnswers(host, v4, v6));
+        } catch (err) {
+          reject(err as Error);
         }
-        finish(() => reject(new DnsTimeoutError(host, queued)));
-        // Settles this look-up's queries with ECANCELLED; the slot is released once they have.
-        held?.cancel();
-      };
-      const timer = setTimeout(giveUp, this.#timeoutMs);
-      if (signal?.aborted) {
-        giveUp();
-        return;
-      }
-      signal?.addEventListener('abort', giveUp, { once: true });
-      this.#acquire(waiter);
+      });
     });
   }
 
-  /** Cancels every look-up in flight and fails those waiting; later look-ups reject. */
+  /** Cancels every look-up in flight; later look-ups reject. */
   close(): void {
     this.#closed = true;
-    for (const waiter of this.#waiting.splice(0)) waiter.fail(new Error('the webhook resolver is closed'));
-    for (const resolver of this.#busy) resolver.cancel();
-  }
-
-  #acquire(waiter: Waiter): void {
-    const idle = this.#idle.pop();
-    if (idle !== undefined) {
-      this.#busy.add(idle);
-      waiter.start(idle);
-    } else if (this.#busy.size < this.#maxConcurrent) {
-      const created = this.#newResolver();
-      this.#busy.add(created);
-      waiter.start(created);
-    } else {
-      this.#waiting.push(waiter);
-    }
-  }
-
-  #release(resolver: Resolver): void {
-    const next = this.#waiting.shift();
-    if (next !== undefined) {
-      next.start(resolver);
-    } else {
-      this.#busy.delete(resolver);
-      this.#idle.push(resolver);
-    }
-  }
-
-  #newResolver(): Resolver {
-    const resolver = new Resolver({
-      timeout: Math.max(1, Math.floor(this.#timeoutMs / TRIES)),
-      tries: TRIES,
-      maxTimeout: Math.max(1, Math.ceil(this.#timeoutMs)),
-    });
-    if (this.#servers !== undefined) resolver.setServers([...this.#servers]);
-    return resolver;
+    this.#resolver.cancel();
   }
 }
 
@@ -262,7 +169,7 @@ export function combineAnswers(
 
   const codes = [v4, v6].map((r) => (r.status === 'rejected' ? codeOf(r.reason) : 'ENODATA'));
   if (codes.includes('ENOTFOUND')) throw new DnsLookupError(host, 'ENOTFOUND');
-  if (codes.includes('ETIMEOUT')) throw new DnsTimeoutError(host, false);
+  if (codes.includes('ETIMEOUT')) throw new DnsTimeoutError(host);
   const other = codes.find((code) => code !== 'ENODATA');
   throw new DnsLookupError(host, other ?? 'ENODATA');
 }
