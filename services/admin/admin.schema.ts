@@ -52,12 +52,6 @@ export const AdminVideo = z
   .object({ id: z.string(), title: z.string(), duration_sec: z.number().int(), created_at: z.string() })
   .meta({ id: 'AdminVideo' });
 
-/** An unpaginated list (every item in one answer). */
-export const list = <T extends z.ZodType>(item: T) => z.object({ data: z.array(item), next_cursor: z.null() });
-
-/** A keyset-paginated list. */
-export const page = <T extends z.ZodType>(item: T) => z.object({ data: z.array(item), next_cursor: z.string().nullable() });
-
 export const DestinationKind = z.enum(['webhook', 'integration']);
 
 export const Destination = z
