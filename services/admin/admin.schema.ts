@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { DELIVERY_STATUSES } from './delivery-status.ts';
+import { DELIVERY_STATUSES } from '../../schemas/delivery-status.ts';
 
 /**
  * Response shapes of the management API (/admin/v1, mounted again under
