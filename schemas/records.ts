@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { SESSION_ID_RE, VISITOR_ID_RE } from '../shared/ids.ts';
+import { DELIVERY_STATUSES } from './delivery-status.ts';
 
 /**
  * zod twins of the Avro records in schemas/avro. Both describe the same
@@ -134,12 +135,17 @@ export const DestinationRecord = z.object({
 });
 export type DestinationRecord = z.infer<typeof DestinationRecord>;
 
-export const DeliveryRecord = z.object({
+/** What names one delivery: its id, the destination it goes to and the event it carries. */
+const deliveryKey = {
   delivery_id: uuid,
   tenant_id: uuid,
   destination_id: uuid,
   event_id: uuid,
   event_name: z.string().min(1),
+};
+
+export const DeliveryRecord = z.object({
+  ...deliveryKey,
   body: z.string(),
   attempt: z.number().int().min(1),
   due_at: millis,
@@ -148,15 +154,11 @@ export const DeliveryRecord = z.object({
 });
 export type DeliveryRecord = z.infer<typeof DeliveryRecord>;
 
-export const DeliveryState = z.enum(['pending', 'retrying', 'succeeded', 'failed']);
+export const DeliveryState = z.enum(DELIVERY_STATUSES);
 export type DeliveryState = z.infer<typeof DeliveryState>;
 
 export const WebhookAttemptRecord = z.object({
-  delivery_id: uuid,
-  tenant_id: uuid,
-  destination_id: uuid,
-  event_id: uuid,
-  event_name: z.string().min(1),
+  ...deliveryKey,
   attempt: z.number().int().min(0),
   state: DeliveryState,
   started_at: millis.nullable(),

@@ -137,6 +137,9 @@ export const ConfigSchema = z.object({
 
 export type Config = z.infer<typeof ConfigSchema>;
 
+/** The player intake's settings: its in-flight bound and its own limits, per process (0: no limit). */
+export type IntakeConfig = Pick<Config, 'INGEST_MAX_IN_FLIGHT_REQUESTS' | 'PLAYER_KEY_EVENTS_PER_MINUTE' | 'CLIENT_ADDRESS_REQUESTS_PER_MINUTE'>;
+
 /** Node refuses a headers timeout longer than the whole request's. */
 const ConsistentConfig = ConfigSchema.refine((c) => c.HTTP_HEADERS_TIMEOUT_MS <= c.HTTP_REQUEST_TIMEOUT_MS, {
   path: ['HTTP_HEADERS_TIMEOUT_MS'],

@@ -1,3 +1,5 @@
+import { setTimeout as delay } from 'node:timers/promises';
+
 /**
  * The one backoff loop of the service: a function retried on a schedule
  * until it succeeds, its error is not retryable, the schedule gives up, or
@@ -73,14 +75,6 @@ export async function retry<T>(fn: (attempt: number) => Promise<T>, opts: RetryO
 
 /** Waits `ms`, or less once `signal` is aborted. */
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  if (signal?.aborted) return Promise.resolve();
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal?.addEventListener('abort', done, { once: true });
-  });
+  // Node's timer rejects when aborted; here an abort only ends the wait early.
+  return delay(ms, undefined, { signal }).catch(() => undefined);
 }

@@ -53,8 +53,7 @@ describe('dashboard in a real browser', () => {
     rx = await startHttpsReceiver();
     s = await TestStack.start({
       WEBHOOK_RETRY_DELAYS_S: '1,1,1',
-      WEBHOOK_CA_FILE: rx.caFile,
-      WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8',
+      ...rx.env,
       // Info level, so that the log check below covers more than errors.
       LOG_LEVEL: 'info',
       // The intake's limits on (the test stack turns them off), so that the tenant page has figures to show.

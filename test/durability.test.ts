@@ -1,14 +1,14 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
-import { afterAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { startLocalBroker } from '../infra/kafka/local-broker.ts';
 import { topicNames } from '../shared/kafka/topics.ts';
 import { groupLags } from './helpers/kafka-inspect.ts';
 import { startServiceProcess } from './helpers/process.ts';
-import { TestStack, eventually } from './helpers/stack.ts';
+import { TestStack, eventually, stackEnv } from './helpers/stack.ts';
 
 interface Sent {
   visitor: string;
@@ -87,14 +87,7 @@ describe('no loss, no duplicates', () => {
 
   it('every acknowledged event is served exactly once after the service is killed hard mid-stream', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'va-kill-'));
-    const env = {
-      KAFKA_BROKERS: inject('kafkaBrokers').join(','),
-      KAFKA_TOPIC_PREFIX: `k${randomBytes(4).toString('hex')}.`,
-      KAFKA_TOPIC_PARTITIONS: '3',
-      DATA_DIR: dataDir,
-      ADMIN_TOKEN: `adm_${randomBytes(16).toString('hex')}`,
-      ...(inject('clickhouseUrl') ? { CLICKHOUSE_URL: inject('clickhouseUrl')!, CLICKHOUSE_DATABASE: `db_${randomBytes(4).toString('hex')}` } : {}),
-    };
+    const env = stackEnv(dataDir);
     let proc = await startServiceProcess(env);
     cleanups.push(() => {
       proc.child.kill('SIGKILL');

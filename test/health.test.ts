@@ -26,8 +26,7 @@ describe('health that tells the truth, under injected faults', () => {
       CONSUMER_STALL_TIMEOUT_MS: String(STALL_MS),
       PRODUCER_FAILURES_UNHEALTHY: '2',
       WEBHOOK_RETRY_DELAYS_S: '1,1,1',
-      WEBHOOK_CA_FILE: rx.caFile,
-      WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8',
+      ...rx.env,
     });
     t = await s.createTenant();
     const kafka = new Kafka({ clientId: 'fault-injector', brokers: inject('kafkaBrokers'), logLevel: logLevel.NOTHING });

@@ -77,8 +77,7 @@ describe('idempotent intake', () => {
     rx = await startHttpsReceiver();
     s = await TestStack.start({
       PROJECTOR_FLUSH_MS: String(FLUSH_MS),
-      WEBHOOK_CA_FILE: rx.caFile,
-      WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8',
+      ...rx.env,
     });
     proxy = await startLossyProxy(s.url);
     A = await s.createTenant('idempotent-a');

@@ -121,8 +121,7 @@ describe('poison records on every topic the service reads', () => {
     env = {
       ...SECRET_ENV,
       WEBHOOK_RETRY_DELAYS_S: '0.3,0.3,0.3',
-      WEBHOOK_CA_FILE: rx.caFile,
-      WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8',
+      ...rx.env,
       CONSUMER_STALL_TIMEOUT_MS: '5000',
     };
     s = await TestStack.start(env);
@@ -140,20 +139,13 @@ describe('poison records on every topic the service reads', () => {
   });
 
   const makeDestinations = async () => {
-    const mk = async (path: string) => {
-      const res = await s.admin('POST', `/tenants/${t.id}/destinations`, { name: path, url: rx.url(path), events: ['video_play'] });
+    const mk = async (path: string, extra: Record<string, unknown> = {}) => {
+      const res = await s.admin('POST', `/tenants/${t.id}/destinations`, { name: path, url: rx.url(path), events: ['video_play'], ...extra });
       expect(res.status).toBe(201);
       return res.body.id as string;
     };
-    const integration = await s.admin('POST', `/tenants/${t.id}/destinations`, {
-      kind: 'integration',
-      name: 'no secret',
-      url: rx.url('/no-secret'),
-      events: ['video_play'],
-      config: { webhook_secret: '' },
-    });
-    expect(integration.status).toBe(201);
-    return { ok: await mk('/ok'), flaky: await mk('/flaky'), integration: integration.body.id as string };
+    const integration = await mk('/no-secret', { kind: 'integration', name: 'no secret', config: { webhook_secret: '' } });
+    return { ok: await mk('/ok'), flaky: await mk('/flaky'), integration };
   };
 
   /**

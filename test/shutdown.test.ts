@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,7 +6,7 @@ import { afterAll, describe, expect, inject, it } from 'vitest';
 import { topicNames } from '../shared/kafka/topics.ts';
 import { startHttpsReceiver } from './helpers/https-receiver.ts';
 import { startServiceProcess, waitForExit } from './helpers/process.ts';
-import { eventually } from './helpers/stack.ts';
+import { eventually, stackEnv } from './helpers/stack.ts';
 
 describe('graceful shutdown', () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'va-term-'));
@@ -15,13 +14,8 @@ describe('graceful shutdown', () => {
 
   it('on SIGTERM stops intake, drains, commits and exits 0; what was acknowledged is there after restart', async () => {
     const env = {
-      KAFKA_BROKERS: inject('kafkaBrokers').join(','),
-      KAFKA_TOPIC_PREFIX: `s${randomBytes(4).toString('hex')}.`,
-      KAFKA_TOPIC_PARTITIONS: '3',
-      DATA_DIR: dataDir,
-      ADMIN_TOKEN: `adm_${randomBytes(16).toString('hex')}`,
+      ...stackEnv(dataDir),
       LOG_LEVEL: 'info',
-      ...(inject('clickhouseUrl') ? { CLICKHOUSE_URL: inject('clickhouseUrl')!, CLICKHOUSE_DATABASE: `db_${randomBytes(4).toString('hex')}` } : {}),
     };
     let proc = await startServiceProcess(env);
     const post = (url: string, path: string, body: unknown, headers: Record<string, string>) =>
@@ -80,20 +74,13 @@ describe('graceful shutdown', () => {
       return { status: seen.get(id) === 1 ? 500 : 200 };
     });
     const dir = mkdtempSync(join(tmpdir(), 'va-term-states-'));
-    const prefix = `s${randomBytes(4).toString('hex')}.`;
     const env = {
-      KAFKA_BROKERS: inject('kafkaBrokers').join(','),
-      KAFKA_TOPIC_PREFIX: prefix,
-      KAFKA_TOPIC_PARTITIONS: '3',
-      DATA_DIR: dir,
-      ADMIN_TOKEN: `adm_${randomBytes(16).toString('hex')}`,
+      ...stackEnv(dir),
       LOG_LEVEL: 'info',
       SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS),
       WEBHOOK_TIMEOUT_MS: '60000',
       WEBHOOK_RETRY_DELAYS_S: '4,4,4',
-      WEBHOOK_CA_FILE: rx.caFile,
-      WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8',
-      ...(inject('clickhouseUrl') ? { CLICKHOUSE_URL: inject('clickhouseUrl')!, CLICKHOUSE_DATABASE: `db_${randomBytes(4).toString('hex')}` } : {}),
+      ...rx.env,
     };
     const kafka = new Kafka({ clientId: 'poison-writer', brokers: inject('kafkaBrokers'), logLevel: logLevel.NOTHING });
     const producer = kafka.producer();
@@ -113,7 +100,7 @@ describe('graceful shutdown', () => {
       const hang = await call('POST', `/tenants/${tenant.id}/destinations`, { name: 'hang', url: rx.url('/hang'), events: ['video_play'] });
       const retry = await call('POST', `/tenants/${tenant.id}/destinations`, { name: 'retry', url: rx.url('/retry'), events: ['video_play'] });
       // Poison on the player-event topic and on the first retry tier.
-      const topics = topicNames(prefix);
+      const topics = topicNames(env.KAFKA_TOPIC_PREFIX);
       for (const topic of [topics.playerEvents, topics.retry1]) {
         await producer.send({ topic, messages: [{ key: 'poison', value: Buffer.from('garbage') }, { key: 'poison', value: Buffer.alloc(0) }] });
       }

@@ -12,8 +12,7 @@ describe('webhooks: a destination whose queue stays full', () => {
     s = await TestStack.start({
       WEBHOOK_RETRY_DELAYS_S: '1,1,1',
       WEBHOOK_TIMEOUT_MS: '800',
-      WEBHOOK_CA_FILE: rx.caFile,
-      WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8',
+      ...rx.env,
       FANOUT_PER_DESTINATION_CONCURRENCY: '1',
       FANOUT_PER_DESTINATION_QUEUE: '1',
     });

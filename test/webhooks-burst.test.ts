@@ -18,8 +18,7 @@ describe('webhooks: a burst larger than a healthy destination’s lane', () => {
     rx.setBehaviour(() => ({ status: 200, delayMs: 20 })); // healthy: every request answered 200 within 20 ms
     s = await TestStack.start({
       WEBHOOK_RETRY_DELAYS_S: '1,1,1',
-      WEBHOOK_CA_FILE: rx.caFile,
-      WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8',
+      ...rx.env,
       FANOUT_PER_DESTINATION_CONCURRENCY: '2',
       FANOUT_PER_DESTINATION_QUEUE: '5',
     });

@@ -1,11 +1,10 @@
-import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { startHttpsReceiver } from './helpers/https-receiver.ts';
 import { startServiceProcess } from './helpers/process.ts';
-import { eventually } from './helpers/stack.ts';
+import { eventually, stackEnv } from './helpers/stack.ts';
 
 describe('webhooks: no loss across a hard kill', () => {
   const cleanups: (() => Promise<void> | void)[] = [];
@@ -27,15 +26,9 @@ describe('webhooks: no loss across a hard kill', () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'va-hook-kill-'));
     cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }));
     const env = {
-      KAFKA_BROKERS: inject('kafkaBrokers').join(','),
-      KAFKA_TOPIC_PREFIX: `w${randomBytes(4).toString('hex')}.`,
-      KAFKA_TOPIC_PARTITIONS: '3',
-      DATA_DIR: dataDir,
-      ADMIN_TOKEN: `adm_${randomBytes(16).toString('hex')}`,
+      ...stackEnv(dataDir),
       WEBHOOK_RETRY_DELAYS_S: '2,2,2',
-      WEBHOOK_CA_FILE: rx.caFile,
-      WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8',
-      ...(inject('clickhouseUrl') ? { CLICKHOUSE_URL: inject('clickhouseUrl')!, CLICKHOUSE_DATABASE: `db_${randomBytes(4).toString('hex')}` } : {}),
+      ...rx.env,
     };
     let proc = await startServiceProcess(env);
     cleanups.push(() => void proc.child.kill('SIGKILL'));

@@ -18,8 +18,7 @@ describe('webhooks: a dead destination does not delay a healthy one', () => {
       // (each held for the full timeout) compete with the healthy ones.
       WEBHOOK_RETRY_DELAYS_S: '60,60,60',
       WEBHOOK_TIMEOUT_MS: String(TIMEOUT_MS),
-      WEBHOOK_CA_FILE: rx.caFile,
-      WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8',
+      ...rx.env,
     });
   });
   afterAll(async () => {

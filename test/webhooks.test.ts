@@ -25,8 +25,7 @@ describe('signed webhooks to a real HTTPS receiver', () => {
       WEBHOOK_RETRY_DELAYS_S: DELAYS_S.join(','),
       // Tiers 1 s apart: the due batch (1 s by default) is kept below the gap between them.
       WEBHOOK_DUE_BATCH_MS: '300',
-      WEBHOOK_CA_FILE: rx.caFile,
-      WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8',
+      ...rx.env,
     });
     t = await s.createTenant();
   });
@@ -180,15 +179,8 @@ describe('signed webhooks to a real HTTPS receiver', () => {
   });
 
   it('sends nothing to a destination without a secret and records a security event with the host only', async () => {
-    const res = await s.admin('POST', `/tenants/${t.id}/destinations`, {
-      kind: 'integration',
-      name: 'crm',
-      url: rx.url('/nosecret/path?token=abc'),
-      events: ['cta_clicked'],
-      config: { webhook_secret: '' },
-    });
-    expect(res.status).toBe(201);
-    expect(res.body.secret_masked).toBeNull();
+    const created = await createDestination('/nosecret/path?token=abc', { kind: 'integration', name: 'crm', events: ['cta_clicked'], config: { webhook_secret: '' } });
+    expect(created.secret_masked).toBeNull();
     expect((await s.collect(t.player_key, [{ event_name: 'cta_clicked', video_id: t.videoId }])).status).toBe(202);
     const events = await eventually(async () => {
       const r = await s.admin('GET', `/tenants/${t.id}/security-events`);
@@ -197,7 +189,7 @@ describe('signed webhooks to a real HTTPS receiver', () => {
     expect(events.body.data[0]).toMatchObject({
       kind: 'integration_missing_webhook_secret',
       tenant_id: t.id,
-      endpoint_id: res.body.id,
+      endpoint_id: created.id,
       host: `127.0.0.1:${rx.port}`,
       event_name: 'cta_clicked',
     });

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { DELIVERY_STATUSES } from './delivery-status.ts';
+import { DELIVERY_STATUSES } from '../../schemas/delivery-status.ts';
 
 /**
  * Response shapes of the management API (/admin/v1, mounted again under
@@ -51,12 +51,6 @@ export const ApiKey = z
 export const AdminVideo = z
   .object({ id: z.string(), title: z.string(), duration_sec: z.number().int(), created_at: z.string() })
   .meta({ id: 'AdminVideo' });
-
-/** An unpaginated list (every item in one answer). */
-export const list = <T extends z.ZodType>(item: T) => z.object({ data: z.array(item), next_cursor: z.null() });
-
-/** A keyset-paginated list. */
-export const page = <T extends z.ZodType>(item: T) => z.object({ data: z.array(item), next_cursor: z.string().nullable() });
 
 export const DestinationKind = z.enum(['webhook', 'integration']);
 

@@ -15,7 +15,6 @@ export interface AdminDeps {
   webhooks: WebhookAdminOptions;
   analytics: AnalyticsRepository;
   now?: () => number;
-  /** Shown with each tenant (PLAYER_KEY_EVENTS_PER_MINUTE, CLIENT_ADDRESS_REQUESTS_PER_MINUTE). */
   intakeLimits: ManagementRoutesOptions['intakeLimits'];
 }
 

@@ -2,15 +2,14 @@ import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { ConfigStore } from '../../shared/config-store/config-store.ts';
-import { cursorCodec } from '../../shared/cursor.ts';
 import { WEBHOOK_EVENT_NAMES } from '../../shared/event-names.ts';
-import { readCursor } from '../../shared/http/cursor-param.ts';
+import { keysetPages } from '../../shared/http/cursor-param.ts';
 import { ApiError } from '../../shared/http/errors.ts';
-import { Problem, isoTime, isoTimeOrNull } from '../../shared/http/schemas.ts';
-import { Delivery, DeliveryDetail, DeliveryStatus, page } from './admin.schema.ts';
+import { isoTime, isoTimeOrNull, page, problems } from '../../shared/http/schemas.ts';
+import { Delivery, DeliveryDetail, DeliveryStatus } from './admin.schema.ts';
 import type { AttemptRow, DeliveryLogRepository } from './delivery-log.repository.ts';
 import type { DeliveryQueue } from './delivery-queue.ts';
-import { tenantOr404 } from './lookups.ts';
+import { TenantParams, adminRoute, tenantOr404 } from './routing.ts';
 
 export interface DeliveryRoutesOptions {
   store: ConfigStore;
@@ -20,10 +19,9 @@ export interface DeliveryRoutesOptions {
   now?: () => number;
 }
 
-const errors = { 401: Problem, 404: Problem, 409: Problem, 422: Problem, 429: Problem };
-const TenantParams = z.object({ tenant_id: z.uuid() });
+const errors = problems(401, 404, 409, 422, 429);
 const DeliveryParams = TenantParams.extend({ delivery_id: z.uuid() });
-const route = (summary: string, description?: string) => ({ tags: ['webhooks'], summary, ...(description ? { description } : {}), security: [{ adminToken: [] }] });
+const route = (summary: string, description?: string) => adminRoute('webhooks', summary, description);
 
 /** A delivery's latest row (its status) and its attempts, from its rows in the log. Pure. */
 export function deliveryState(rows: AttemptRow[]): { latest: AttemptRow; attempts: AttemptRow[] } {
@@ -35,7 +33,7 @@ export function deliveryState(rows: AttemptRow[]): { latest: AttemptRow; attempt
 export async function deliveryRoutes(root: FastifyInstance, deps: DeliveryRoutesOptions): Promise<void> {
   const app = root.withTypeProvider<ZodTypeProvider>();
   const now = deps.now ?? Date.now;
-  const cursor = cursorCodec('dlv', deps.cursorSecret);
+  const pages = keysetPages('dlv', deps.cursorSecret);
   const base = '/tenants/:tenant_id/deliveries';
 
   const detailOf = async (tenantId: string, id: string) => {
@@ -64,21 +62,17 @@ export async function deliveryRoutes(root: FastifyInstance, deps: DeliveryRoutes
     async (req) => {
       const tenant = tenantOr404(deps.store, req.params.tenant_id);
       const q = req.query;
-      const filter = [q.status ?? '', q.destination_id ?? '', q.event_name ?? ''];
-      const before = q.cursor
-        ? readCursor(cursor, q.cursor, (p) =>
-            p[0] === tenant.id && JSON.stringify(p[1]) === JSON.stringify(filter) && typeof p[2] === 'number' && typeof p[3] === 'string'
-              ? { createdAt: p[2], id: p[3] }
-              : undefined,
-          )
-        : undefined;
+      // A cursor belongs to the tenant and the filter it was issued for.
+      const scope = [tenant.id, q.status ?? '', q.destination_id ?? '', q.event_name ?? ''];
+      const before = pages.after(q.cursor, scope);
       const rows = await deps.log.list({ tenantId: tenant.id, status: q.status, destinationId: q.destination_id, eventName: q.event_name, before, limit: q.limit + 1 });
-      const items = rows.slice(0, q.limit);
-      const last = items.at(-1);
-      return {
-        data: items.map(({ attempts, ...r }) => ({ ...r, attempt_count: attempts, next_attempt_at: isoTimeOrNull(r.next_attempt_at), created_at: isoTime(r.created_at) })),
-        next_cursor: rows.length > q.limit && last ? cursor.encode([tenant.id, filter, last.created_at, last.id]) : null,
-      };
+      return pages.page(
+        rows,
+        q.limit,
+        scope,
+        (r) => ({ ts: r.created_at, id: r.id }),
+        ({ attempts, ...r }) => ({ ...r, attempt_count: attempts, next_attempt_at: isoTimeOrNull(r.next_attempt_at), created_at: isoTime(r.created_at) }),
+      );
     },
   );
 

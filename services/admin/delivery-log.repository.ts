@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { BoundedReads } from '../../shared/clickhouse/bounded-reads.ts';
-import { chInt, chNullableInt, chUuid} from '../../shared/clickhouse/rows.ts';
+import { chInt, chNullableInt, chUuid } from '../../shared/clickhouse/rows.ts';
+import type { Keyset } from '../../shared/http/cursor-param.ts';
 import { DeliveryStatus } from './admin.schema.ts';
 
 export interface DeliverySummary {
@@ -80,7 +81,7 @@ export class DeliveryLogRepository {
     status?: string;
     destinationId?: string;
     eventName?: string;
-    before?: { createdAt: number; id: string };
+    before?: Keyset;
     limit: number;
   }): Promise<DeliverySummary[]> {
     const where = ['tenant_id = {tenant:UUID}'];
@@ -111,7 +112,7 @@ export class DeliveryLogRepository {
         destination: q.destinationId,
         event_name: q.eventName,
         status: q.status,
-        before_ts: q.before?.createdAt,
+        before_ts: q.before?.ts,
         before_id: q.before?.id,
         limit: q.limit,
       }),
@@ -163,7 +164,7 @@ export class DeliveryLogRepository {
     };
   }
 
-  async securityEvents(q: { tenantId: string; before?: { ts: number; id: string }; limit: number }) {
+  async securityEvents(q: { tenantId: string; before?: Keyset; limit: number }) {
     const found = await this.#reads.rows('security events', SecurityEventRow, {
       query: `
         SELECT toString(id) AS id, kind, toString(endpoint_id) AS endpoint_id, host, event_id, event_name,

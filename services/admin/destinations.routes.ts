@@ -4,29 +4,27 @@ import { z } from 'zod';
 import type { DeliveryRecord, DestinationRecord } from '../../schemas/records.ts';
 import type { ConfigStore, ConfigWriter } from '../../shared/config-store/config-store.ts';
 import { ApiError } from '../../shared/http/errors.ts';
-import { Problem } from '../../shared/http/schemas.ts';
+import { list, problems } from '../../shared/http/schemas.ts';
 import { newId } from '../../shared/ids.ts';
 import type { SecretBox } from '../../shared/secrets.ts';
 import { deliveryId, payloadOf } from '../../shared/webhooks/fanout-plan.ts';
-import { Destination, DestinationWithSecret, list } from './admin.schema.ts';
+import { Destination, DestinationWithSecret } from './admin.schema.ts';
 import type { DeliveryQueue } from './delivery-queue.ts';
 import { CreateDestination, PatchDestination, destinationView, newSecret, withSecret } from './destination-input.ts';
-import { destinationOr404, tenantOr404 } from './lookups.ts';
+import { TenantParams, adminRoute, destinationOr404, tenantOr404 } from './routing.ts';
 
 export interface DestinationRoutesOptions {
   store: ConfigStore;
   writer: ConfigWriter;
   secrets: SecretBox;
   queue: DeliveryQueue;
-  /** Most destinations one tenant may have (MAX_DESTINATIONS_PER_TENANT). */
-  maxDestinationsPerTenant: number;
+  MAX_DESTINATIONS_PER_TENANT: number;
   now?: () => number;
 }
 
-const errors = { 401: Problem, 404: Problem, 409: Problem, 422: Problem, 429: Problem };
-const TenantParams = z.object({ tenant_id: z.uuid() });
+const errors = problems(401, 404, 409, 422, 429);
 const DestinationParams = TenantParams.extend({ destination_id: z.uuid() });
-const route = (summary: string, description?: string) => ({ tags: ['webhooks'], summary, ...(description ? { description } : {}), security: [{ adminToken: [] }] });
+const route = (summary: string, description?: string) => adminRoute('webhooks', summary, description);
 
 /** Webhook destinations and integrations of a tenant: create, list, get, change, delete, new secret, Test. */
 export async function destinationRoutes(root: FastifyInstance, deps: DestinationRoutesOptions): Promise<void> {
@@ -49,8 +47,8 @@ export async function destinationRoutes(root: FastifyInstance, deps: Destination
     },
     async (req, reply) => {
       const tenant = tenantOr404(deps.store, req.params.tenant_id);
-      if (deps.store.destinationsOf(tenant.id).length >= deps.maxDestinationsPerTenant) {
-        throw new ApiError('validation_failed', `a tenant may have at most ${deps.maxDestinationsPerTenant} destinations; delete one first`, {
+      if (deps.store.destinationsOf(tenant.id).length >= deps.MAX_DESTINATIONS_PER_TENANT) {
+        throw new ApiError('validation_failed', `a tenant may have at most ${deps.MAX_DESTINATIONS_PER_TENANT} destinations; delete one first`, {
           errors: [{ path: 'tenant_id', message: 'destination limit reached' }],
         });
       }

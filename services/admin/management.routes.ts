@@ -2,15 +2,17 @@ import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { ApiKeyRecord, TenantRecord, VideoRecord } from '../../schemas/records.ts';
+import type { Config } from '../../shared/config.ts';
 import type { ConfigStore, ConfigWriter } from '../../shared/config-store/config-store.ts';
 import { normaliseOrigin } from '../../shared/http/origins.ts';
-import { DisplayName, Problem, isoTime, isoTimeOrNull } from '../../shared/http/schemas.ts';
+import { DisplayName, isoTime, isoTimeOrNull, list, problems } from '../../shared/http/schemas.ts';
 import { ApiError } from '../../shared/http/errors.ts';
-import { hashApiKey, keyPrefix, newApiKey, newId, newPlayerKey, parseVideoId, toVideoId } from '../../shared/ids.ts';
+import { hashApiKey, keyPrefix, newApiKey, newId, newPlayerKey, parseVideoId } from '../../shared/ids.ts';
 import type { AnalyticsRepository } from '../api/analytics.repository.ts';
 import { analyticsRoutes } from '../api/analytics.routes.ts';
-import { AdminVideo, ApiKey, ApiKeyCreated, DEFAULT_PLAYER_KEY_OVERLAP_S, MAX_ALLOWED_ORIGINS, MAX_PLAYER_KEY_OVERLAP_S, Tenant, list } from './admin.schema.ts';
-import { tenantOr404 } from './lookups.ts';
+import { videoView } from '../api/read-api.routes.ts';
+import { AdminVideo, ApiKey, ApiKeyCreated, DEFAULT_PLAYER_KEY_OVERLAP_S, MAX_ALLOWED_ORIGINS, MAX_PLAYER_KEY_OVERLAP_S, Tenant } from './admin.schema.ts';
+import { TenantParams, adminRoute, tenantOr404 } from './routing.ts';
 import { webhookAdminRoutes, type WebhookAdminOptions } from './webhooks.routes.ts';
 
 export interface ManagementRoutesOptions {
@@ -20,15 +22,13 @@ export interface ManagementRoutesOptions {
   webhooks: WebhookAdminOptions;
   analytics: AnalyticsRepository;
   now?: () => number;
-  /** The player intake's limits (PLAYER_KEY_EVENTS_PER_MINUTE, CLIENT_ADDRESS_REQUESTS_PER_MINUTE), shown with each tenant. */
-  intakeLimits: { playerKeyEventsPerMinute: number; clientAddressRequestsPerMinute: number };
+  /** The player intake's limits, shown with each tenant. */
+  intakeLimits: Pick<Config, 'PLAYER_KEY_EVENTS_PER_MINUTE' | 'CLIENT_ADDRESS_REQUESTS_PER_MINUTE'>;
 }
 
-const errors = { 401: Problem, 404: Problem, 422: Problem, 429: Problem };
-
-const TenantParams = z.object({ tenant_id: z.uuid() });
-const KeyParams = z.object({ tenant_id: z.uuid(), key_id: z.uuid() });
-const route = (summary: string) => ({ tags: ['management'], summary, security: [{ adminToken: [] }] });
+const errors = problems(401, 404, 422, 429);
+const KeyParams = TenantParams.extend({ key_id: z.uuid() });
+const route = (summary: string, description?: string) => adminRoute('management', summary, description);
 
 /**
  * The management API (the dashboard's back end), relative to its mount
@@ -41,8 +41,8 @@ export async function managementRoutes(root: FastifyInstance, deps: ManagementRo
   const app = root.withTypeProvider<ZodTypeProvider>();
   const now = deps.now ?? Date.now;
   const limits = {
-    player_key_events_per_minute: deps.intakeLimits.playerKeyEventsPerMinute,
-    client_address_requests_per_minute: deps.intakeLimits.clientAddressRequestsPerMinute,
+    player_key_events_per_minute: deps.intakeLimits.PLAYER_KEY_EVENTS_PER_MINUTE,
+    client_address_requests_per_minute: deps.intakeLimits.CLIENT_ADDRESS_REQUESTS_PER_MINUTE,
   };
   const tenantView = (t: TenantRecord) => {
     // A previous key past its overlap is refused, so it is no longer shown.
@@ -71,7 +71,6 @@ export async function managementRoutes(root: FastifyInstance, deps: ManagementRo
     last_used_at: isoTimeOrNull(deps.store.usage.get(k.id) ?? null),
     revoked_at: isoTimeOrNull(k.revoked_at),
   });
-  const videoView = (v: VideoRecord) => ({ id: toVideoId(v.id), title: v.title, duration_sec: v.duration_sec, created_at: isoTime(v.created_at) });
 
   app.post(
     '/tenants',
@@ -111,9 +110,10 @@ export async function managementRoutes(root: FastifyInstance, deps: ManagementRo
     '/tenants/:tenant_id/player-key/rotate',
     {
       schema: {
-        ...route('Rotate the player key'),
-        description:
+        ...route(
+          'Rotate the player key',
           'Issues a new player key. The previous key keeps working for `overlap_seconds` (default 24 h; 0 retires it at once), then is refused 401. A rotation during an overlap retires the key before the previous one at once.',
+        ),
         params: TenantParams,
         body: z
           .object({
@@ -140,8 +140,10 @@ export async function managementRoutes(root: FastifyInstance, deps: ManagementRo
     '/tenants/:tenant_id/suspend',
     {
       schema: {
-        ...route('Suspend a tenant'),
-        description: "Refuses the tenant's player key and API keys (403 tenant_suspended) on intake and reads until it is resumed. Its data and settings stay.",
+        ...route(
+          'Suspend a tenant',
+          "Refuses the tenant's player key and API keys (403 tenant_suspended) on intake and reads until it is resumed. Its data and settings stay.",
+        ),
         params: TenantParams,
         response: { 200: Tenant, ...errors },
       },
@@ -165,9 +167,10 @@ export async function managementRoutes(root: FastifyInstance, deps: ManagementRo
     '/tenants/:tenant_id/allowed-origins',
     {
       schema: {
-        ...route('Set the origins a browser may send the player key from'),
-        description:
+        ...route(
+          'Set the origins a browser may send the player key from',
           'A browser request to /v1/collect whose Origin is not on the list is refused 403 origin_not_allowed; an empty list allows any. Requests without Origin (scripts, servers) are not affected: the list keeps other sites from embedding the key, it does not keep scripts from using it.',
+        ),
         params: TenantParams,
         body: z.object({
           allowed_origins: z

@@ -18,8 +18,7 @@ export interface WebhookAdminOptions {
   secrets: SecretBox;
   log: DeliveryLogRepository;
   cursorSecret: string;
-  /** Most destinations one tenant may have (MAX_DESTINATIONS_PER_TENANT). */
-  maxDestinationsPerTenant: number;
+  MAX_DESTINATIONS_PER_TENANT: number;
 }
 
 /**
@@ -37,7 +36,7 @@ export async function webhookAdminRoutes(
     writer: deps.writer,
     secrets: deps.secrets,
     queue,
-    maxDestinationsPerTenant: deps.maxDestinationsPerTenant,
+    MAX_DESTINATIONS_PER_TENANT: deps.MAX_DESTINATIONS_PER_TENANT,
     now: deps.now,
   });
   await app.register(deliveryRoutes, { store: deps.store, log: deps.log, queue, cursorSecret: deps.cursorSecret, now: deps.now });

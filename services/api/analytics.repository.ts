@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import type { BoundedReads } from '../../shared/clickhouse/bounded-reads.ts';
-import { chFloat, chInt } from '../../shared/clickhouse/rows.ts';
+import { chInt } from '../../shared/clickhouse/rows.ts';
 import { factorsFrom, scoreV1, type ScoreFactors } from '../../shared/score.ts';
+import { VISITOR_FACTORS_SQL, VisitorFactorsRow } from './events.repository.ts';
 
 export interface VideoStats {
   totals: { loads: number; views: number; plays: number; cta_shown: number; cta_clicked: number; completions: number; unique_visitors: number };
@@ -31,15 +32,7 @@ const TotalsRow = z.object({
 });
 const DailyRow = z.object({ day: z.iso.date(), loads: chInt, views: chInt, plays: chInt });
 const RetentionRow = z.object({ viewers: chInt, reached: z.array(chInt) });
-const CandidateRow = z.object({
-  visitor_id: z.string(),
-  max_watched_percentage: chFloat,
-  play_ms: chInt,
-  focus_ms: chInt,
-  cta_clicks: chInt,
-  rewinds: chInt,
-  last_ts: chInt,
-});
+const CandidateRow = VisitorFactorsRow.extend({ visitor_id: z.string() });
 const NO_TOTALS: z.infer<typeof TotalsRow> = { loads: 0, views: 0, plays: 0, cta_shown: 0, cta_clicked: 0, completions: 0, unique_visitors: 0 };
 
 const DAY_MS = 86_400_000;
@@ -180,10 +173,7 @@ export class AnalyticsRepository {
         query: `
         SELECT visitor_id, max_watched_percentage, play_ms, focus_ms, cta_clicks, rewinds, last_ts
         FROM (
-          SELECT visitor_id,
-                 max(watched_percentage) AS max_watched_percentage, sum(play_ms) AS play_ms, sum(focus_ms) AS focus_ms,
-                 countIf(event_name = 'cta_clicked') AS cta_clicks, sum(is_rewind) AS rewinds,
-                 toUnixTimestamp64Milli(max(timestamp)) AS last_ts
+          SELECT visitor_id, ${VISITOR_FACTORS_SQL}
           FROM visitor_events FINAL
           WHERE tenant_id = {tenant:UUID} AND visitor_id IN (
             SELECT visitor_id FROM events

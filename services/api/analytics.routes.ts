@@ -2,13 +2,13 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { VideoRecord } from '../../schemas/records.ts';
-import { Problem, isoTime } from '../../shared/http/schemas.ts';
+import { isoTime, problems } from '../../shared/http/schemas.ts';
 import { clientGoneSignal } from '../../shared/http/client-gone.ts';
 import { toVideoId } from '../../shared/ids.ts';
 import { RetentionCurve, Stats, TopVisitors } from './analytics.schema.ts';
 import type { AnalyticsRepository } from './analytics.repository.ts';
 
-const errors = { 401: Problem, 403: Problem, 404: Problem, 422: Problem, 429: Problem, 503: Problem };
+const errors = problems(401, 403, 404, 422, 429, 503);
 
 export interface AnalyticsRoutesOptions {
   /** Path of the video, relative to the mount point. */

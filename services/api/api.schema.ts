@@ -39,9 +39,6 @@ export const VisitorScore = z
   })
   .meta({ id: 'VisitorScore' });
 
-export const page = <T extends z.ZodType>(item: T) =>
-  z.object({ data: z.array(item), next_cursor: z.string().nullable() });
-
 const limit = z.coerce
   .number()
   .int()

@@ -13,7 +13,8 @@ export interface EventRow {
 }
 
 const EventPageRow = z.object({ event_name: z.string(), visitor_id: z.string(), ts: chInt, id_text: chUuid });
-const VisitorFactorsRow = z.object({
+/** A visitor's score inputs (FactorInputs) and newest event, as VISITOR_FACTORS_SQL reads them. */
+export const VisitorFactorsRow = z.object({
   max_watched_percentage: chFloat,
   play_ms: chInt,
   focus_ms: chInt,
@@ -21,6 +22,14 @@ const VisitorFactorsRow = z.object({
   rewinds: chInt,
   last_ts: chInt,
 });
+
+/** The aggregates of visitor_events rows that make a visitor's score inputs, a SELECT list. */
+export const VISITOR_FACTORS_SQL = `max(watched_percentage) AS max_watched_percentage,
+               sum(play_ms) AS play_ms,
+               sum(focus_ms) AS focus_ms,
+               countIf(event_name = 'cta_clicked') AS cta_clicks,
+               sum(is_rewind) AS rewinds,
+               toUnixTimestamp64Milli(max(timestamp)) AS last_ts`;
 
 /** What a keyset page of a video's events asks for. */
 export interface EventPageQuery {
@@ -88,12 +97,7 @@ export function eventPageQuery(q: Omit<EventPageQuery, 'limit'>, rows: number): 
 export function visitorFactorsQuery(tenantId: string, visitorId: string): { query: string; query_params: Record<string, unknown> } {
   return {
     query: `
-        SELECT max(watched_percentage) AS max_watched_percentage,
-               sum(play_ms) AS play_ms,
-               sum(focus_ms) AS focus_ms,
-               countIf(event_name = 'cta_clicked') AS cta_clicks,
-               sum(is_rewind) AS rewinds,
-               toUnixTimestamp64Milli(max(timestamp)) AS last_ts
+        SELECT ${VISITOR_FACTORS_SQL}
         FROM visitor_events FINAL
         WHERE visitor_id = {visitor:String} AND tenant_id = {tenant:UUID}
         GROUP BY tenant_id`,

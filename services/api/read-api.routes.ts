@@ -1,15 +1,15 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { ConfigStore } from '../../shared/config-store/config-store.ts';
-import { cursorCodec } from '../../shared/cursor.ts';
-import { readCursor } from '../../shared/http/cursor-param.ts';
+import type { VideoRecord } from '../../schemas/records.ts';
+import { keysetPages } from '../../shared/http/cursor-param.ts';
 import { clientGoneSignal } from '../../shared/http/client-gone.ts';
 import { shortName } from '../../shared/event-names.ts';
-import { Problem, isoTime } from '../../shared/http/schemas.ts';
+import { isoTime, page, problems } from '../../shared/http/schemas.ts';
 import { ApiError } from '../../shared/http/errors.ts';
-import { isUuid, parseVideoId, toVideoId } from '../../shared/ids.ts';
+import { parseVideoId, toVideoId } from '../../shared/ids.ts';
 import { SCORE_VERSION, factorsFrom, scoreV1 } from '../../shared/score.ts';
-import { EventsQuery, ListVideosQuery, Video, VideoEvent, VideoParams, VisitorParams, VisitorScore, page } from './api.schema.ts';
+import { EventsQuery, ListVideosQuery, Video, VideoEvent, VideoParams, VisitorParams, VisitorScore } from './api.schema.ts';
 import type { EventsRepository } from './events.repository.ts';
 import type { AnalyticsRepository } from './analytics.repository.ts';
 import { analyticsRoutes } from './analytics.routes.ts';
@@ -21,8 +21,11 @@ export interface ReadApiRoutesOptions {
   cursorSecret: string;
 }
 
-const errors = { 401: Problem, 403: Problem, 404: Problem, 422: Problem, 429: Problem, 503: Problem };
+const errors = problems(401, 403, 404, 422, 429, 503);
 const security = [{ apiKey: [] }];
+
+/** A video as the read API and the management API show it. */
+export const videoView = (v: VideoRecord) => ({ id: toVideoId(v.id), title: v.title, duration_sec: v.duration_sec, created_at: isoTime(v.created_at) });
 
 /**
  * The read API of spec 4.1–4.3, relative to its mount point (/v1), for a
@@ -30,8 +33,8 @@ const security = [{ apiKey: [] }];
  */
 export async function readApiRoutes(root: FastifyInstance, deps: ReadApiRoutesOptions): Promise<void> {
   const app = root.withTypeProvider<ZodTypeProvider>();
-  const eventCursor = cursorCodec('evt', deps.cursorSecret);
-  const videoCursor = cursorCodec('cur', deps.cursorSecret);
+  const eventPages = keysetPages('evt', deps.cursorSecret);
+  const videoPages = keysetPages('cur', deps.cursorSecret);
 
   /** The video, if the caller's tenant owns it: 404 for none, 403 for another tenant's. */
   const ownedVideo = (tenantId: string, raw: string) => {
@@ -54,22 +57,12 @@ export async function readApiRoutes(root: FastifyInstance, deps: ReadApiRoutesOp
     },
     async (req) => {
       const tenantId = req.principal!.tenantId;
-      const { limit } = req.query;
-      const after = req.query.cursor
-        ? readCursor(videoCursor, req.query.cursor, (p) =>
-            p[0] === tenantId && typeof p[1] === 'number' && typeof p[2] === 'string' ? { ts: p[1], id: p[2] } : undefined,
-          )
-        : undefined;
+      const after = videoPages.after(req.query.cursor, tenantId);
       const sorted = deps.store
         .videosOf(tenantId)
         .sort((a, b) => a.created_at - b.created_at || a.id.localeCompare(b.id))
         .filter((v) => !after || v.created_at > after.ts || (v.created_at === after.ts && v.id > after.id));
-      const items = sorted.slice(0, limit);
-      const last = items.at(-1);
-      return {
-        data: items.map((v) => ({ id: toVideoId(v.id), title: v.title, duration_sec: v.duration_sec, created_at: isoTime(v.created_at) })),
-        next_cursor: sorted.length > limit && last ? videoCursor.encode([tenantId, last.created_at, last.id]) : null,
-      };
+      return videoPages.page(sorted, req.query.limit, tenantId, (v) => ({ ts: v.created_at, id: v.id }), videoView);
     },
   );
 
@@ -92,18 +85,15 @@ export async function readApiRoutes(root: FastifyInstance, deps: ReadApiRoutesOp
       const video = ownedVideo(tenantId, req.params.video_id);
       const { limit, since, cursor } = req.query;
       const sinceMs = since === undefined ? undefined : Date.parse(since.length === 10 ? `${since}T00:00:00Z` : since);
-      const after = cursor
-        ? readCursor(eventCursor, cursor, (p) =>
-            p[0] === video.id && typeof p[1] === 'number' && typeof p[2] === 'string' && isUuid(p[2]) ? { ts: p[1], id: p[2] } : undefined,
-          )
-        : undefined;
+      const after = eventPages.after(cursor, video.id);
       const rows = await deps.events.page({ tenantId, videoId: video.id, sinceMs, after, limit: limit + 1 }, clientGoneSignal(reply));
-      const items = rows.slice(0, limit);
-      const last = items.at(-1);
-      return {
-        data: items.map((r) => ({ event: shortName(r.event_name), visitor_id: r.visitor_id, timestamp: isoTime(r.ts) })),
-        next_cursor: rows.length > limit && last ? eventCursor.encode([video.id, last.ts, last.event_id]) : null,
-      };
+      return eventPages.page(
+        rows,
+        limit,
+        video.id,
+        (r) => ({ ts: r.ts, id: r.event_id }),
+        (r) => ({ event: shortName(r.event_name), visitor_id: r.visitor_id, timestamp: isoTime(r.ts) }),
+      );
     },
   );
 

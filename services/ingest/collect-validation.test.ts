@@ -528,8 +528,7 @@ describe('POST /v1/collect with the JSON Schema check', () => {
       writer: writer as unknown as PlayerEventsWriter,
       apiKeyAuth: async () => {},
       now: () => RECEIVED,
-      maxInFlight: 10,
-      limits: { playerKeyEventsPerMinute: 0, clientAddressRequestsPerMinute: 0 },
+      config: { INGEST_MAX_IN_FLIGHT_REQUESTS: 10, PLAYER_KEY_EVENTS_PER_MINUTE: 0, CLIENT_ADDRESS_REQUESTS_PER_MINUTE: 0 },
     });
   });
   afterAll(async () => app?.close());

@@ -1,5 +1,5 @@
 import type { PlayerEventRecord, VideoRecord } from '../../schemas/records.ts';
-import { ApiError } from '../../shared/http/errors.ts';
+import { ApiError, invalidField } from '../../shared/http/errors.ts';
 import { newId, parseVideoId } from '../../shared/ids.ts';
 import { MAX_FUTURE_SKEW_MS, MAX_OCCURRED_AT_AGE_DAYS, MAX_OCCURRED_AT_AGE_MS, type CollectEvent, type ConversionBody } from './collect.schema.ts';
 
@@ -26,9 +26,7 @@ export interface RecordContext {
 export function ownVideo(ctx: RecordContext, raw: string, path: string): VideoRecord {
   const id = parseVideoId(raw);
   const video = id ? ctx.videoById(id) : undefined;
-  if (!video) {
-    throw new ApiError('validation_failed', `${path}: unknown video`, { errors: [{ path, message: 'unknown video' }] });
-  }
+  if (!video) throw invalidField(path, 'unknown video');
   if (video.tenant_id !== ctx.tenantId) throw new ApiError('forbidden', `${path}: the video belongs to another tenant`);
   return video;
 }
@@ -37,15 +35,8 @@ export function ownVideo(ctx: RecordContext, raw: string, path: string): VideoRe
 export function eventTime(occurredAt: string | undefined, received: number, path: string): number {
   if (occurredAt === undefined) return received;
   const t = Date.parse(occurredAt);
-  if (t < received - MAX_OCCURRED_AT_AGE_MS) {
-    const message = `more than ${MAX_OCCURRED_AT_AGE_DAYS} days in the past`;
-    throw new ApiError('validation_failed', `${path}: ${message}`, { errors: [{ path, message }] });
-  }
-  if (t > received + MAX_FUTURE_SKEW_MS) {
-    throw new ApiError('validation_failed', `${path}: more than 5 minutes in the future`, {
-      errors: [{ path, message: 'more than 5 minutes in the future' }],
-    });
-  }
+  if (t < received - MAX_OCCURRED_AT_AGE_MS) throw invalidField(path, `more than ${MAX_OCCURRED_AT_AGE_DAYS} days in the past`);
+  if (t > received + MAX_FUTURE_SKEW_MS) throw invalidField(path, 'more than 5 minutes in the future');
   return t;
 }
 

@@ -1,5 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { SchemaRegistry } from '../../schemas/registry.ts';
+import type { IntakeConfig } from '../../shared/config.ts';
 import type { ConfigStore } from '../../shared/config-store/config-store.ts';
 import type { App } from '../../shared/http/app.ts';
 import type { GroupCommitProducer } from '../../shared/kafka/group-commit-producer.ts';
@@ -17,10 +18,7 @@ export interface IngestDeps {
   metrics: Metrics;
   apiKeyAuth: (req: FastifyRequest, reply: FastifyReply) => Promise<void>;
   now?: () => number;
-  /** Intake requests read, validated or committed at once; more are answered 503 (default 256). */
-  maxInFlight?: number;
-  /** PLAYER_KEY_EVENTS_PER_MINUTE and CLIENT_ADDRESS_REQUESTS_PER_MINUTE (per process; 0: no limit). */
-  limits: { playerKeyEventsPerMinute: number; clientAddressRequestsPerMinute: number };
+  config: IntakeConfig;
 }
 
 /**
@@ -36,8 +34,7 @@ export function startIngest(deps: IngestDeps): { stop(): Promise<void> } {
     writer,
     apiKeyAuth: deps.apiKeyAuth,
     now: deps.now ?? Date.now,
-    maxInFlight: deps.maxInFlight ?? 256,
-    limits: deps.limits,
+    config: deps.config,
     onRefused: (limit) => deps.metrics.intakeRefused.inc({ limit }),
   });
   return {

@@ -2,6 +2,7 @@ import { AjvCompiler } from '@fastify/ajv-compiler';
 import type { FastifyInstance, FastifyReply, FastifyRequest, FastifySchemaCompiler } from 'fastify';
 import { z } from 'zod';
 import { validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
+import type { IntakeConfig } from '../../shared/config.ts';
 import type { ConfigStore } from '../../shared/config-store/config-store.ts';
 import { ApiError } from '../../shared/http/errors.ts';
 import { Problem } from '../../shared/http/schemas.ts';
@@ -26,15 +27,7 @@ export interface IntakePluginOptions {
   /** API-key auth (shared/http/api-key-auth.ts) for the conversion intake. */
   apiKeyAuth: (req: FastifyRequest, reply: FastifyReply) => Promise<void>;
   now: () => number;
-  /** Valid intake requests this process commits at once (INGEST_MAX_IN_FLIGHT_REQUESTS). */
-  maxInFlight: number;
-  /** The player intake's own limits, per process; 0: no limit. */
-  limits: {
-    /** PLAYER_KEY_EVENTS_PER_MINUTE */
-    playerKeyEventsPerMinute: number;
-    /** CLIENT_ADDRESS_REQUESTS_PER_MINUTE */
-    clientAddressRequestsPerMinute: number;
-  };
+  config: IntakeConfig;
   /** Called once per request a player-key guard refuses (intake_refused_total). */
   onRefused?: (limit: IntakeLimit) => void;
 }
@@ -66,15 +59,16 @@ export async function intakePlugin(app: FastifyInstance, opts: IntakePluginOptio
  * validation and the key's own limit, so a client that stalls its body,
  * sends an unknown key or is over its limit holds none, and slow or hostile
  * clients cannot take every slot of the process from the other tenants.
- * Over `maxInFlight` a request is answered 503. NOTE: the bound is what
+ * Over INGEST_MAX_IN_FLIGHT_REQUESTS a request is answered 503. NOTE: the bound is what
  * holds when the CPU, not Kafka, is the limit: requests then queue on the
  * way to their transaction, the producer's queue stays short, and without a
  * bound their latency grows with the number of clients until they time out.
  */
 function inFlightSlot(opts: IntakePluginOptions) {
   let inFlight = 0;
+  const max = opts.config.INGEST_MAX_IN_FLIGHT_REQUESTS;
   return async function takeSlot(_req: FastifyRequest, reply: FastifyReply): Promise<void> {
-    if (inFlight >= opts.maxInFlight) throw opts.writer.overloaded(`${opts.maxInFlight} intake requests in flight`);
+    if (inFlight >= max) throw opts.writer.overloaded(`${max} intake requests in flight`);
     inFlight++;
     // 'close' comes once whether the answer was sent or the client went away.
     reply.raw.once('close', () => inFlight--);
@@ -179,8 +173,8 @@ function compileJsonSchema(schema: object): (data: unknown) => boolean {
 async function playerIntake(root: FastifyInstance, opts: RouteOptions): Promise<void> {
   const app = root.withTypeProvider<ZodTypeProvider>();
   app.decorateRequest('playerTenantId', null);
-  const byAddress = new WindowCounter({ max: opts.limits.clientAddressRequestsPerMinute });
-  const byKey = new WindowCounter({ max: opts.limits.playerKeyEventsPerMinute });
+  const byAddress = new WindowCounter({ max: opts.config.CLIENT_ADDRESS_REQUESTS_PER_MINUTE });
+  const byKey = new WindowCounter({ max: opts.config.PLAYER_KEY_EVENTS_PER_MINUTE });
   // Per address first, before the body is read: a flood from one address
   // costs a header parse per request. req.ip follows TRUST_PROXY.
   app.addHook('onRequest', async (req) => {

@@ -88,17 +88,11 @@ export async function mountHttpServices(app: App, deps: HttpServicesDeps): Promi
   const services = new Set(deps.config.SERVICES);
   const { store, writer, registry, log, metrics } = deps;
   const auth = apiKeyAuth({ store, writer, log });
-  const reads = (ch: ClickHouseClient) =>
-    new BoundedReads(ch, {
-      maxExecutionMs: deps.config.READ_MAX_EXECUTION_MS,
-      maxMemoryBytes: deps.config.READ_MAX_MEMORY_BYTES,
-      maxResultRows: deps.config.READ_MAX_RESULT_ROWS,
-    }, { server: deps.config.CLICKHOUSE_URL !== undefined });
+  const reads = (ch: ClickHouseClient) => new BoundedReads(ch, deps.config, { server: deps.config.CLICKHOUSE_URL !== undefined });
   const mounted: Stoppable[] = [];
-  const limits = { playerKeyEventsPerMinute: deps.config.PLAYER_KEY_EVENTS_PER_MINUTE, clientAddressRequestsPerMinute: deps.config.CLIENT_ADDRESS_REQUESTS_PER_MINUTE };
   if (services.has('ingest')) {
     const producer = required(deps.ingestProducer, 'ingestProducer', 'ingest');
-    const ingest = startIngest({ app, store, registry, producer, metrics, apiKeyAuth: auth, topic: deps.topics.playerEvents, maxInFlight: deps.config.INGEST_MAX_IN_FLIGHT_REQUESTS, limits });
+    const ingest = startIngest({ app, store, registry, producer, metrics, apiKeyAuth: auth, topic: deps.topics.playerEvents, config: deps.config });
     mounted.push({ name: 'ingest', ...ingest });
   }
   if (services.has('api')) {
@@ -121,10 +115,10 @@ export async function mountHttpServices(app: App, deps: HttpServicesDeps): Promi
         secrets: required(deps.secrets.secretBox, 'SECRETS_KEY', 'admin'),
         log: new DeliveryLogRepository(reads(ch)),
         cursorSecret: required(deps.secrets.cursorSecret, 'CURSOR_SECRET', 'admin'),
-        maxDestinationsPerTenant: deps.config.MAX_DESTINATIONS_PER_TENANT,
+        MAX_DESTINATIONS_PER_TENANT: deps.config.MAX_DESTINATIONS_PER_TENANT,
       },
       analytics: new AnalyticsRepository(reads(ch)),
-      intakeLimits: limits,
+      intakeLimits: deps.config,
     });
     mounted.push({ name: 'admin', stop: admin.stop });
     mounted.push({ name: 'dashboard', ...(await startDashboard({ app, adminToken, log, admin })) });

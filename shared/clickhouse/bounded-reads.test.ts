@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { boundSettings, exceededBound, withBounds } from './bounded-reads.ts';
 
-const bounds = { maxExecutionMs: 2500, maxMemoryBytes: 64 * 1024 * 1024, maxResultRows: 5000 };
+const bounds = { READ_MAX_EXECUTION_MS: 2500, READ_MAX_MEMORY_BYTES: 64 * 1024 * 1024, READ_MAX_RESULT_ROWS: 5000 };
 
 describe('read bounds', () => {
   it('writes every bound as a setting, the time in seconds', () => {

@@ -1,17 +1,14 @@
 import type { z } from 'zod';
+import type { Config } from '../config.ts';
 import { ApiError } from '../http/errors.ts';
 import type { ClickHouseClient } from './clickhouse.ts';
 import { parseRows } from './rows.ts';
 
-/** How far one read query of the API may go in ClickHouse (READ_MAX_* settings). */
-export interface ReadBounds {
-  /** max_execution_time, in milliseconds. */
-  maxExecutionMs: number;
-  /** max_memory_usage, in bytes. */
-  maxMemoryBytes: number;
-  /** max_result_rows of the final result (ClickHouse does not apply it to subqueries). */
-  maxResultRows: number;
-}
+/**
+ * How far one read query of the API may go in ClickHouse. NOTE: ClickHouse
+ * applies max_result_rows to the final result only, not to subqueries.
+ */
+export type ReadBounds = Pick<Config, 'READ_MAX_EXECUTION_MS' | 'READ_MAX_MEMORY_BYTES' | 'READ_MAX_RESULT_ROWS'>;
 
 /** One read: its SQL (which may end in a SETTINGS clause of its own) and bound parameters. */
 export interface ReadQuery {
@@ -26,10 +23,10 @@ export interface ReadQuery {
  */
 export function boundSettings(b: ReadBounds): string {
   return [
-    `max_execution_time = ${b.maxExecutionMs / 1000}`,
+    `max_execution_time = ${b.READ_MAX_EXECUTION_MS / 1000}`,
     "timeout_overflow_mode = 'throw'",
-    `max_memory_usage = ${b.maxMemoryBytes}`,
-    `max_result_rows = ${b.maxResultRows}`,
+    `max_memory_usage = ${b.READ_MAX_MEMORY_BYTES}`,
+    `max_result_rows = ${b.READ_MAX_RESULT_ROWS}`,
     "result_overflow_mode = 'throw'",
   ].join(', ');
 }

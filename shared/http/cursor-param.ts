@@ -1,19 +1,45 @@
-import { CursorError, type CursorCodec } from '../cursor.ts';
-import { ApiError } from './errors.ts';
+import { CursorError, cursorCodec } from '../cursor.ts';
+import { isUuid } from '../ids.ts';
+import { invalidField } from './errors.ts';
+
+/** A position in a list ordered by a number (a time) and then a UUID. */
+export interface Keyset {
+  ts: number;
+  id: string;
+}
 
 /**
- * Decodes a `cursor` query parameter and checks that it belongs to the list
- * being read; any failure is a 422 naming the parameter.
+ * Keyset pages of one kind of list, with cursors `[scope, ts, id]`: the
+ * scope (the tenant, the video, a filter) ties a cursor to the list it came
+ * from, so a cursor of another list is refused.
  */
-export function readCursor<T>(codec: CursorCodec, raw: string, check: (payload: unknown[]) => T | undefined): T {
-  try {
-    const value = check(codec.decode(raw));
-    if (value === undefined) throw new CursorError('cursor does not belong to this list');
-    return value;
-  } catch (err) {
-    if (err instanceof CursorError) {
-      throw new ApiError('validation_failed', `querystring.cursor: ${err.message}`, { errors: [{ path: 'querystring.cursor', message: err.message }] });
-    }
-    throw err;
-  }
+export function keysetPages(prefix: string, secret: string) {
+  const codec = cursorCodec(prefix, secret);
+  return {
+    /** The position the `cursor` query parameter names, if any; any failure is a 422 naming the parameter. */
+    after(cursor: string | undefined, scope: unknown): Keyset | undefined {
+      if (!cursor) return undefined;
+      try {
+        const [s, ts, id] = codec.decode(cursor);
+        if (JSON.stringify(s) !== JSON.stringify(scope) || typeof ts !== 'number' || typeof id !== 'string' || !isUuid(id)) {
+          throw new CursorError('cursor does not belong to this list');
+        }
+        return { ts, id };
+      } catch (err) {
+        if (!(err instanceof CursorError)) throw err;
+        throw invalidField('querystring.cursor', err.message);
+      }
+    },
+    /**
+     * The page of `rows` (read with one more than `limit`, to know whether a
+     * page follows): its first `limit` rows as `view` shows them, and the
+     * cursor of the next page, or null.
+     */
+    page<R, T>(rows: readonly R[], limit: number, scope: unknown, key: (row: R) => Keyset, view: (row: R) => T): { data: T[]; next_cursor: string | null } {
+      const items = rows.slice(0, limit);
+      const last = items.at(-1);
+      const next = rows.length > limit && last ? key(last) : undefined;
+      return { data: items.map(view), next_cursor: next ? codec.encode([scope, next.ts, next.id]) : null };
+    },
+  };
 }

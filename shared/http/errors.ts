@@ -52,6 +52,11 @@ export class ApiError extends Error {
   }
 }
 
+/** A 422 about one field of the request: `path: message`, the field named in `errors`. */
+export function invalidField(path: string, message: string): ApiError {
+  return new ApiError('validation_failed', `${path}: ${message}`, { errors: [{ path, message }] });
+}
+
 export interface Problem {
   type: string;
   title: string;

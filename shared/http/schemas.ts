@@ -13,6 +13,17 @@ export const Problem = z
   .passthrough()
   .meta({ id: 'Problem', description: 'application/problem+json' });
 
+/** A route's error responses by status, each a Problem, for the OpenAPI document. */
+export function problems<const S extends number>(...statuses: S[]): Record<S, typeof Problem> {
+  return Object.fromEntries(statuses.map((s) => [s, Problem])) as Record<S, typeof Problem>;
+}
+
+/** A keyset-paginated list. */
+export const page = <T extends z.ZodType>(item: T) => z.object({ data: z.array(item), next_cursor: z.string().nullable() });
+
+/** An unpaginated list (every item in one answer). */
+export const list = <T extends z.ZodType>(item: T) => z.object({ data: z.array(item), next_cursor: z.null() });
+
 /**
  * C0 and C1 controls (NUL, CR, LF, …) and the Unicode bidirectional
  * controls (LRM/RLM/ALM, embeddings, overrides, isolates): a name holding

@@ -56,6 +56,8 @@ export async function startHttpsReceiver(cert = makeCertificate()) {
     port,
     url: (path = '/hook') => `https://127.0.0.1:${port}${path}`,
     caFile: cert.certFile,
+    /** What a stack under test needs to deliver here: trust in its certificate and its loopback address allowed. */
+    env: { WEBHOOK_CA_FILE: cert.certFile, WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8' },
     requests,
     get connections() {
       return connections;

@@ -31,6 +31,24 @@ export interface CollectEventInput {
 }
 
 /**
+ * What every stack under test is started with, in this process or as a
+ * service process: the run's Kafka, topics under a prefix of its own (3
+ * partitions), its data directory, a fresh admin token and, with a ClickHouse
+ * server shared by the run, a database of its own named for the prefix.
+ */
+export function stackEnv(dataDir: string, topicPrefix = `t${randomBytes(4).toString('hex')}.`) {
+  const clickhouseUrl = inject('clickhouseUrl');
+  return {
+    KAFKA_BROKERS: inject('kafkaBrokers').join(','),
+    KAFKA_TOPIC_PREFIX: topicPrefix,
+    KAFKA_TOPIC_PARTITIONS: '3',
+    DATA_DIR: dataDir,
+    ADMIN_TOKEN: `adm_${randomBytes(16).toString('hex')}`,
+    ...(clickhouseUrl ? { CLICKHOUSE_URL: clickhouseUrl, CLICKHOUSE_DATABASE: topicPrefix.replace('.', '') } : {}),
+  };
+}
+
+/**
  * The whole stack in this test file's process against the run's Kafka, with
  * a topic prefix of its own and a fresh embedded ClickHouse, plus helpers to
  * talk to it over real HTTP.
@@ -48,27 +66,19 @@ export class TestStack {
 
   /** Starts a stack; `reuse` restarts one on the data directory and topics of a stopped one. */
   static async start(env: Record<string, string> = {}, reuse?: { dataDir: string; topicPrefix: string }): Promise<TestStack> {
-    const dataDir = reuse?.dataDir ?? mkdtempSync(join(tmpdir(), 'va-test-'));
-    const topicPrefix = reuse?.topicPrefix ?? `t${randomBytes(4).toString('hex')}.`;
-    const clickhouseUrl = inject('clickhouseUrl');
+    const base = stackEnv(reuse?.dataDir ?? mkdtempSync(join(tmpdir(), 'va-test-')), reuse?.topicPrefix);
     const config = loadConfig({
-      KAFKA_BROKERS: inject('kafkaBrokers').join(','),
-      KAFKA_TOPIC_PREFIX: topicPrefix,
-      KAFKA_TOPIC_PARTITIONS: '3',
-      DATA_DIR: dataDir,
+      ...base,
       PORT: '0',
-      ADMIN_TOKEN: `adm_${randomBytes(16).toString('hex')}`,
       LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'error',
       // Tests send from one address with a few player keys, far faster than
       // players do: the intake's own limits are off unless a test sets them.
       PLAYER_KEY_EVENTS_PER_MINUTE: '0',
       CLIENT_ADDRESS_REQUESTS_PER_MINUTE: '0',
-      // With a ClickHouse server shared by the run, each file gets a database of its own.
-      ...(clickhouseUrl ? { CLICKHOUSE_URL: clickhouseUrl, CLICKHOUSE_DATABASE: topicPrefix.replace('.', '') } : {}),
       ...env,
     });
     const stack = await startStack(config, createLogger({ level: config.LOG_LEVEL }));
-    return new TestStack(stack, dataDir, topicPrefix);
+    return new TestStack(stack, base.DATA_DIR, base.KAFKA_TOPIC_PREFIX);
   }
 
   get url(): string {

@@ -29,4 +29,4 @@ export type VideoStats = z.infer<typeof analytics.Stats>;
 export type Retention = z.infer<typeof analytics.RetentionCurve>;
 export type TopVisitor = z.infer<typeof analytics.TopVisitors>['data'][number];
 
-export { DELIVERY_STATUSES } from '../../admin/delivery-status.ts';
+export { DELIVERY_STATUSES } from '../../../schemas/delivery-status.ts';

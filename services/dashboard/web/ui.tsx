@@ -2,6 +2,16 @@ import type { ComponentChildren } from 'preact';
 import { useEffect, useId, useRef, useState } from 'preact/hooks';
 import { formatTime } from './format.ts';
 
+/** A card section named by its heading (aria-labelledby the <h2>'s id). */
+export function Card({ titleId, title, testId, children }: { titleId: string; title: ComponentChildren; testId?: string; children: ComponentChildren }) {
+  return (
+    <section class="card" aria-labelledby={titleId} data-testid={testId}>
+      <h2 id={titleId}>{title}</h2>
+      {children}
+    </section>
+  );
+}
+
 export function ErrorAlert({ message }: { message: string | undefined }) {
   if (!message) return null;
   return (

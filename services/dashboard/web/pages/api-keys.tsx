@@ -3,7 +3,7 @@ import { api } from '../api.ts';
 import { ResourceTable } from '../components/lists.tsx';
 import { useAction, useResource, useTitle } from '../hooks.ts';
 import type { ApiKey, ApiKeyCreated, Page } from '../types.ts';
-import { ActionForm, Badge, ConfirmButton, SecretOnce, TextField, Time } from '../ui.tsx';
+import { ActionForm, Badge, Card, ConfirmButton, SecretOnce, TextField, Time } from '../ui.tsx';
 
 export function ApiKeysPage({ tenantId }: { tenantId: string }) {
   useTitle('API keys');
@@ -29,8 +29,7 @@ export function ApiKeysPage({ tenantId }: { tenantId: string }) {
       </header>
       {created && <SecretOnce title={`API key “${created.name}” created`} label="API key" value={created.key} onDone={() => setCreated(null)} />}
       <div class="grid-2 grid-wide-left">
-        <section class="card" aria-labelledby="keys-title">
-          <h2 id="keys-title">Keys</h2>
+        <Card titleId="keys-title" title="Keys">
           <ResourceTable
             res={keys}
             testId="api-keys-table"
@@ -77,13 +76,12 @@ export function ApiKeysPage({ tenantId }: { tenantId: string }) {
               </tr>
             )}
           />
-        </section>
-        <section class="card" aria-labelledby="key-create-title">
-          <h2 id="key-create-title">New API key</h2>
+        </Card>
+        <Card titleId="key-create-title" title="New API key">
           <ActionForm action={create} ready={!!name.trim()} label="Create API key" busyLabel="Creating…">
             <TextField id="key-name" label="Name" value={name} onInput={setName} required placeholder="backend" hint="What uses this key, so you know which one to revoke." />
           </ActionForm>
-        </section>
+        </Card>
       </div>
     </>
   );

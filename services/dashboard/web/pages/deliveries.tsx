@@ -7,7 +7,7 @@ import { formatMs, shortId } from '../format.ts';
 import { type Resource, useAction, useInterval, useResource, useTitle } from '../hooks.ts';
 import { href, navigate, type Route } from '../router.ts';
 import { DELIVERY_STATUSES, type Delivery, type DeliveryDetail, type Destination, type Page, type SecurityEvent } from '../types.ts';
-import { Badge, Empty, ErrorAlert, Loading, Time } from '../ui.tsx';
+import { Badge, Card, Empty, ErrorAlert, Loading, Time } from '../ui.tsx';
 
 const REFRESH_MS = 2000;
 const PAGE_SIZE = 50;
@@ -295,8 +295,7 @@ export function DeliveryDetailPage({ tenantId, deliveryId }: { tenantId: string;
               )}
             </dl>
           </section>
-          <section class="card" aria-labelledby="attempts-title">
-            <h2 id="attempts-title">Attempt history</h2>
+          <Card titleId="attempts-title" title="Attempt history">
             {d.attempts.length === 0 ? (
               <Empty>No attempt made yet.</Empty>
             ) : (
@@ -321,7 +320,7 @@ export function DeliveryDetailPage({ tenantId, deliveryId }: { tenantId: string;
               ))}
               </DataTable>
             )}
-          </section>
+          </Card>
         </>
       )}
     </>

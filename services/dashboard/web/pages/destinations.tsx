@@ -5,7 +5,7 @@ import { describeEvents, EventPicker, isComingSoon } from '../events.tsx';
 import { useAction, useResource, useTitle } from '../hooks.ts';
 import { href, navigate } from '../router.ts';
 import type { Destination, DestinationKind, DestinationWithSecret, Page } from '../types.ts';
-import { ActionForm, ConfirmButton, ErrorAlert, Loading, Notice, SecretOnce, TextField, Time } from '../ui.tsx';
+import { ActionForm, Card, ConfirmButton, ErrorAlert, Loading, Notice, SecretOnce, TextField, Time } from '../ui.tsx';
 
 const destPath = (tenantId: string, id?: string) => `/tenants/${encodeURIComponent(tenantId)}/destinations${id ? `/${encodeURIComponent(id)}` : ''}`;
 
@@ -84,8 +84,7 @@ export function DestinationsPage({ tenantId }: { tenantId: string }) {
         />
       )}
       {notice && <Notice>{notice}</Notice>}
-      <section class="card" aria-labelledby="dest-list-title">
-        <h2 id="dest-list-title">Destinations</h2>
+      <Card titleId="dest-list-title" title="Destinations">
         <ResourceTable
           res={list}
           testId="destinations-table"
@@ -115,7 +114,7 @@ export function DestinationsPage({ tenantId }: { tenantId: string }) {
             </tr>
           )}
         />
-      </section>
+      </Card>
       <CreateDestination
         tenantId={tenantId}
         onCreated={async (d) => {
@@ -153,8 +152,7 @@ function CreateDestination({ tenantId, onCreated }: { tenantId: string; onCreate
     await onCreated(d);
   });
   return (
-    <section class="card" aria-labelledby="dest-create-title">
-      <h2 id="dest-create-title">New destination</h2>
+    <Card titleId="dest-create-title" title="New destination">
       <ActionForm
         action={create}
         ready={!!name.trim() && !!url.trim() && !problem}
@@ -192,7 +190,7 @@ function CreateDestination({ tenantId, onCreated }: { tenantId: string; onCreate
         )}
         <EventPicker idPrefix="create" value={events} onChange={setEvents} />
       </ActionForm>
-    </section>
+    </Card>
   );
 }
 
@@ -241,8 +239,7 @@ export function DestinationEditPage({ tenantId, destinationId }: { tenantId: str
       </header>
       {revealed && <SecretOnce title="New signing secret" label="Signing secret" value={revealed} onDone={() => setRevealed(null)} />}
       <div class="grid-2 grid-wide-left">
-        <section class="card" aria-labelledby="dest-edit-title">
-          <h2 id="dest-edit-title">Settings</h2>
+        <Card titleId="dest-edit-title" title="Settings">
           <ActionForm
             action={save}
             ready={!!name.trim() && !!url.trim() && !problem}
@@ -273,10 +270,9 @@ export function DestinationEditPage({ tenantId, destinationId }: { tenantId: str
             <EventPicker idPrefix="edit" value={events} onChange={setEvents} />
             {comingSoon.length > 0 && <p class="hint">Selected coming-soon events ({comingSoon.join(', ')}) will be delivered once they become active.</p>}
           </ActionForm>
-        </section>
+        </Card>
         <aside class="stack">
-          <section class="card" aria-labelledby="dest-secret-title">
-            <h2 id="dest-secret-title">Signing secret</h2>
+          <Card titleId="dest-secret-title" title="Signing secret">
             <p>
               {d.secret_masked ? (
                 <code class="mono" data-testid="secret-masked">
@@ -306,9 +302,8 @@ export function DestinationEditPage({ tenantId, destinationId }: { tenantId: str
             ) : (
               <p class="hint">An integration is signed with the secret its tool gave you; replace it in the settings.</p>
             )}
-          </section>
-          <section class="card" aria-labelledby="dest-actions-title">
-            <h2 id="dest-actions-title">Actions</h2>
+          </Card>
+          <Card titleId="dest-actions-title" title="Actions">
             <p class="hint">Test queues one <code>player_loaded</code> event to this destination only.</p>
             <div class="actions">
               <TestButton tenantId={tenantId} dest={d} />
@@ -330,7 +325,7 @@ export function DestinationEditPage({ tenantId, destinationId }: { tenantId: str
                 <p>It stops receiving events at once. Deliveries still queued for it end as failed (destination_deleted).</p>
               </ConfirmButton>
             </div>
-          </section>
+          </Card>
         </aside>
       </div>
     </>

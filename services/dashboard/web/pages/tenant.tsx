@@ -4,7 +4,7 @@ import { api } from '../api.ts';
 import { useAction, useResource, useTitle, type Resource } from '../hooks.ts';
 import { href } from '../router.ts';
 import type { ApiKey, Destination, Page, Tenant, Video } from '../types.ts';
-import { ActionForm, ConfirmButton, CopyButton, ErrorAlert, Loading, Notice, TextField, Time } from '../ui.tsx';
+import { ActionForm, Card, ConfirmButton, CopyButton, ErrorAlert, Loading, Notice, TextField, Time } from '../ui.tsx';
 
 export const TABS = [
   { key: '', label: 'Overview' },
@@ -60,8 +60,7 @@ export function TenantOverview({ tenantId }: { tenantId: string }) {
       <header class="page-header">
         <h1>{t.name}</h1>
       </header>
-      <section class="card" aria-labelledby="tenant-details">
-        <h2 id="tenant-details">Details</h2>
+      <Card titleId="tenant-details" title="Details">
         <dl class="details">
           <dt>Tenant id</dt>
           <dd class="mono">{t.id}</dd>
@@ -85,7 +84,7 @@ export function TenantOverview({ tenantId }: { tenantId: string }) {
             )}
           </dd>
         </dl>
-      </section>
+      </Card>
       <PlayerKeyGuards tenant={tenant} />
       <div class="tiles">
         {tiles.map((tile) => (
@@ -138,8 +137,7 @@ function PlayerKeyGuards({ tenant }: { tenant: Resource<Tenant> }) {
 
   return (
     <div class="grid-2">
-      <section class="card" aria-labelledby="player-key-title" data-testid="player-key-guards">
-        <h2 id="player-key-title">Player key</h2>
+      <Card titleId="player-key-title" title="Player key" testId="player-key-guards">
         {rotated && (
           <div data-testid="rotated-key">
             <Notice>
@@ -204,9 +202,8 @@ function PlayerKeyGuards({ tenant }: { tenant: Resource<Tenant> }) {
             <p>A new key is issued. The current key keeps working for {overlapValid ? overlapHours : '?'} hours, then is refused (401).</p>
           </ConfirmButton>
         </div>
-      </section>
-      <section class="card" aria-labelledby="suspension-title">
-        <h2 id="suspension-title">Suspension</h2>
+      </Card>
+      <Card titleId="suspension-title" title="Suspension">
         <p class="hint">A suspended tenant's player key and API keys are refused (403) on intake and reads. Its data, keys and settings stay.</p>
         {t.suspended_at && (
           <p data-testid="suspension-state">
@@ -232,7 +229,7 @@ function PlayerKeyGuards({ tenant }: { tenant: Resource<Tenant> }) {
             <p>Every player event and API request of this tenant is refused (403) until it is resumed.</p>
           </ConfirmButton>
         )}
-      </section>
+      </Card>
     </div>
   );
 }

@@ -4,7 +4,7 @@ import { ResourceTable } from '../components/lists.tsx';
 import { useAction, useResource, useTitle } from '../hooks.ts';
 import { href, navigate } from '../router.ts';
 import type { Page, Tenant } from '../types.ts';
-import { ActionForm, TextField, Time } from '../ui.tsx';
+import { ActionForm, Card, TextField, Time } from '../ui.tsx';
 
 export function TenantsPage() {
   useTitle('Tenants');
@@ -23,8 +23,7 @@ export function TenantsPage() {
         <p class="lead">Each tenant has its own videos, API keys, webhook destinations and data.</p>
       </header>
       <div class="grid-2">
-        <section class="card" aria-labelledby="tenant-list-title">
-          <h2 id="tenant-list-title">All tenants</h2>
+        <Card titleId="tenant-list-title" title="All tenants">
           <ResourceTable
             res={tenants}
             testId="tenants-table"
@@ -50,13 +49,12 @@ export function TenantsPage() {
               </tr>
             )}
           />
-        </section>
-        <section class="card" aria-labelledby="tenant-create-title">
-          <h2 id="tenant-create-title">New tenant</h2>
+        </Card>
+        <Card titleId="tenant-create-title" title="New tenant">
           <ActionForm action={create} ready={!!name.trim()} label="Create tenant" busyLabel="Creating…">
             <TextField id="tenant-name" label="Name" value={name} onInput={setName} required placeholder="Acme Inc." />
           </ActionForm>
-        </section>
+        </Card>
       </div>
     </>
   );

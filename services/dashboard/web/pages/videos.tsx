@@ -7,7 +7,7 @@ import { formatDuration, formatNumber, formatPercent, formatRatio } from '../for
 import { useAction, useResource, useTitle } from '../hooks.ts';
 import { href, navigate, type Route } from '../router.ts';
 import type { Page, Retention, TopVisitor, Video, VideoStats } from '../types.ts';
-import { ActionForm, Empty, ErrorAlert, Loading, TextField, Time } from '../ui.tsx';
+import { ActionForm, Card, Empty, ErrorAlert, Loading, TextField, Time } from '../ui.tsx';
 
 const videosPath = (tenantId: string) => `/tenants/${encodeURIComponent(tenantId)}/videos`;
 
@@ -32,8 +32,7 @@ export function VideosPage({ tenantId }: { tenantId: string }) {
         <p class="lead">Register a video so its player can send events, then open it for its analytics.</p>
       </header>
       <div class="grid-2 grid-wide-left">
-        <section class="card" aria-labelledby="videos-title">
-          <h2 id="videos-title">Videos</h2>
+        <Card titleId="videos-title" title="Videos">
           <ResourceTable
             res={list}
             testId="videos-table"
@@ -52,14 +51,13 @@ export function VideosPage({ tenantId }: { tenantId: string }) {
               </tr>
             )}
           />
-        </section>
-        <section class="card" aria-labelledby="video-create-title">
-          <h2 id="video-create-title">Register a video</h2>
+        </Card>
+        <Card titleId="video-create-title" title="Register a video">
           <ActionForm action={create} ready={valid} label="Register video" busyLabel="Registering…">
             <TextField id="video-title" label="Title" value={title} onInput={setTitle} required placeholder="Product demo" />
             <TextField id="video-duration" label="Duration (seconds)" type="number" min={0} max={1000000} value={duration} onInput={setDuration} required placeholder="120" hint={valid ? formatDuration(seconds) : 'Whole seconds.'} />
           </ActionForm>
-        </section>
+        </Card>
       </div>
     </>
   );
@@ -121,24 +119,20 @@ export function VideoAnalyticsPage({ tenantId, videoId, route }: { tenantId: str
       <ErrorAlert message={(stats.error ?? retention.error ?? top.error)?.status === 404 ? 'No such video.' : (stats.error ?? retention.error ?? top.error)?.message} />
       {stats.data && <Totals stats={stats.data} />}
       <div class="grid-2">
-        <section class="card" aria-labelledby="daily-title">
-          <h2 id="daily-title">Views and plays per day</h2>
+        <Card titleId="daily-title" title="Views and plays per day">
           {stats.data ? <DailyChart stats={stats.data} days={days} /> : !stats.error && <Loading />}
-        </section>
-        <section class="card" aria-labelledby="retention-title">
-          <h2 id="retention-title">Audience retention</h2>
+        </Card>
+        <Card titleId="retention-title" title="Audience retention">
           {retention.data ? <RetentionChart retention={retention.data} /> : !retention.error && <Loading />}
-        </section>
+        </Card>
       </div>
       <div class="grid-2 grid-wide-right">
-        <section class="card" aria-labelledby="cta-title">
-          <h2 id="cta-title">Call to action</h2>
+        <Card titleId="cta-title" title="Call to action">
           {stats.data ? <Cta stats={stats.data} /> : !stats.error && <Loading />}
-        </section>
-        <section class="card" aria-labelledby="top-title">
-          <h2 id="top-title">Top visitors by Lead Intent Score</h2>
+        </Card>
+        <Card titleId="top-title" title="Top visitors by Lead Intent Score">
           {top.data ? <TopVisitors visitors={top.data.data} /> : !top.error && <Loading />}
-        </section>
+        </Card>
       </div>
     </>
   );

@@ -1,6 +1,19 @@
+import { z } from 'zod';
 import type { DestinationRecord, TenantRecord } from '../../schemas/records.ts';
 import type { ConfigStore } from '../../shared/config-store/config-store.ts';
 import { ApiError } from '../../shared/http/errors.ts';
+
+/** What the management routes share: their path parameters, their OpenAPI entry, the records of a path. */
+
+export const TenantParams = z.object({ tenant_id: z.uuid() });
+
+/** The OpenAPI entry of a management route (under the admin token). */
+export const adminRoute = (tag: 'management' | 'webhooks', summary: string, description?: string) => ({
+  tags: [tag],
+  summary,
+  ...(description ? { description } : {}),
+  security: [{ adminToken: [] }],
+});
 
 /** The tenant of a path, or 404. */
 export function tenantOr404(store: ConfigStore, id: string): TenantRecord {
