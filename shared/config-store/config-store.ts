@@ -3,7 +3,7 @@ import { type Admin, type Kafka, type KafkaMessage, type Producer } from 'kafkaj
 import type { SchemaRegistry, Subject } from '../../schemas/registry.ts';
 import { ApiKeyRecord, ApiKeyUsageRecord, DestinationRecord, TenantRecord, VideoRecord } from '../../schemas/records.ts';
 import type { DeadLetter, DeadLetterSink } from '../kafka/dead-letters.ts';
-import { TrackedConsumer, type Handling } from '../kafka/tracked-consumer.ts';
+import { GroupConsumer, type Handling } from '../kafka/group-consumer.ts';
 import type { Metrics } from '../metrics.ts';
 import { PoisonRecordError, recordDecoder, type RecordDecoder } from '../kafka/poison.ts';
 import { CONFIG_KINDS, type ConfigKind, type Topics } from '../kafka/topics.ts';
@@ -43,7 +43,7 @@ export class ConfigStore {
   readonly #destinationsByTenant = new Map<string, Map<string, DestinationRecord>>();
   readonly #applied = new Map<ConfigKind, bigint>();
   readonly #waiters = new Set<{ kind: ConfigKind; offset: bigint; resolve: () => void }>();
-  readonly #consumer: TrackedConsumer<KafkaMessage>;
+  readonly #consumer: GroupConsumer<KafkaMessage>;
   readonly #registry: SchemaRegistry;
   readonly #log: Logger;
   readonly #topics: Topics;
@@ -70,7 +70,7 @@ export class ConfigStore {
     // each message as it is: what this version cannot read is skipped here,
     // not dead-lettered as poison by the consumer, since config topics
     // outlive code versions and a process must always start.
-    this.#consumer = new TrackedConsumer<KafkaMessage>({
+    this.#consumer = new GroupConsumer<KafkaMessage>({
       kafka: opts.kafka,
       log: this.#log,
       metrics: opts.metrics,
