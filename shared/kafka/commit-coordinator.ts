@@ -6,19 +6,14 @@ export interface Ticket {
 }
 
 /** The tickets of one partition in the current assignment, in offset order. */
-export class Lane {
+export interface Lane {
   readonly topic: string;
   readonly partition: number;
   /** False once the partition was revoked or rewound: its tickets commit nothing. */
-  live = true;
+  live: boolean;
   /** Tickets not yet committed past are `tickets[head..]`. */
-  tickets: Ticket[] = [];
-  head = 0;
-
-  constructor(topic: string, partition: number) {
-    this.topic = topic;
-    this.partition = partition;
-  }
+  tickets: Ticket[];
+  head: number;
 }
 
 export interface CommitCoordinatorOptions {
@@ -65,7 +60,7 @@ export class CommitCoordinator {
   lane(topic: string, partition: number): Lane {
     const key = `${topic}:${partition}`;
     let lane = this.#lanes.get(key);
-    if (!lane) this.#lanes.set(key, (lane = new Lane(topic, partition)));
+    if (!lane) this.#lanes.set(key, (lane = { topic, partition, live: true, tickets: [], head: 0 }));
     return lane;
   }
 

@@ -3,18 +3,11 @@ import { CommitCoordinator, settles, type Lane, type Ticket } from './commit-coo
 import { GroupCommit, type BatchItem, type GroupCommitOptions } from './group-commit.ts';
 import { GroupMember, type GroupMemberOptions } from './group-member.ts';
 import type { Decoded } from './poison.ts';
-import { delayFor, DURABLE_HANDOFF, retry, type Schedule } from '../retry.ts';
+import { RESTART_SCHEDULE } from './crash-restarts.ts';
+import { delayFor, DURABLE_HANDOFF, retry } from '../retry.ts';
 import { eventLoopSlices, type TimeSlices } from '../time-slices.ts';
 
 export type { BatchItem } from './group-commit.ts';
-
-/**
- * The wait before a partition is read again from a record that failed
- * transiently (a decoder or handler that threw, a handler call that failed),
- * by failures in a row. The retry is a seek and a new fetch, not a call in a
- * loop, so only the schedule is shared with retry().
- */
-export const REWIND_SCHEDULE: Schedule = { initialMs: 250, maxMs: 10_000 };
 
 /** What a record handler does with one record: its outcome, as a value. */
 export type Handling =
@@ -78,7 +71,8 @@ export type GroupConsumerOptions<T> = GroupMemberOptions<T> &
  * work (its offset committed once done), a wait (the partition paused and
  * read again from it later, never a sleep in the handler, which would cost
  * the group membership) or, for poison, its dead letter as its work. A
- * record that fails transiently is read again after a growing pause, never
+ * record that fails transiently is read again after the growing pause of
+ * RESTART_SCHEDULE (a seek and a new fetch, not a call in a loop), never
  * skipped.
  */
 export class GroupConsumer<T> {
@@ -242,7 +236,7 @@ export class GroupConsumer<T> {
     } catch (err) {
       // A decoder failure that is not poison (a schema registry that does
       // not answer yet) or a handler that throws: transient, never skipped.
-      const delay = delayFor(REWIND_SCHEDULE, this.member.transientFailure(err));
+      const delay = delayFor(RESTART_SCHEDULE, this.member.transientFailure(err));
       this.member.log.error({ err: { message: (err as Error).message }, topic, partition, offset: message.offset, retry_in_ms: delay }, 'record_failed');
       this.#readAgain(topic, partition, message.offset, delay);
       return false;
@@ -308,7 +302,7 @@ export class GroupConsumer<T> {
    * involved is read again from its first record not done.
    */
   #rewind(items: BatchItem<T>[], err: unknown): void {
-    const delay = delayFor(REWIND_SCHEDULE, this.member.transientFailure(err));
+    const delay = delayFor(RESTART_SCHEDULE, this.member.transientFailure(err));
     this.member.log.error({ err: { message: (err as Error).message }, messages: items.length, retry_in_ms: delay }, 'consumer_batch_failed');
     for (const lane of new Set(items.map((i) => i.lane))) {
       const offset = this.#commits.rewind(lane);
