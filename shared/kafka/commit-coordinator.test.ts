@@ -45,6 +45,17 @@ describe('CommitCoordinator', () => {
     expect(await commits()).toEqual(['0:6']);
   });
 
+  it('finishes a handler call\'s tickets at once, over interleaved partitions, up to the first not done', async () => {
+    const { c, take, commits } = coordinator();
+    const [p0, p1] = [c.lane('t', 0), c.lane('t', 1)];
+    const call = [take(p0, '0'), take(p0, '1'), take(p1, '0'), take(p0, '2')];
+    const later = take(p1, '1');
+    take(p1, '2');
+    c.finishAll([...call, later]);
+    expect(c.inFlight).toBe(1);
+    expect((await commits()).sort()).toEqual(['0:3', '1:2']);
+  });
+
   it('commits past markers once every record before them is done', async () => {
     const { c, take, commits } = coordinator();
     const lane = c.lane('t', 0);

@@ -64,8 +64,9 @@ export class CommitCoordinator {
     return lane;
   }
 
-  /** Registers a ticket, in offset order within its lane. */
+  /** Registers a ticket, in offset order within its lane (one of a revoked lane is left out). */
   take(ticket: Ticket): void {
+    if (!ticket.lane.live) return;
     ticket.lane.tickets.push(ticket);
     this.#inFlight++;
   }
@@ -76,10 +77,21 @@ export class CommitCoordinator {
     ticket.done = true;
     this.#inFlight--;
     this.#advance(ticket.lane);
-    if (this.#freed) {
-      this.#freed.resolve();
-      this.#freed = undefined;
+    this.#wake();
+  }
+
+  /** finish() of many tickets (a handler call's): each partition's commit point moves once per run of its tickets, not once per ticket. */
+  finishAll(tickets: readonly Ticket[]): void {
+    let lane: Lane | undefined;
+    for (const t of tickets) {
+      if (t.done || !t.lane.live) continue;
+      t.done = true;
+      this.#inFlight--;
+      if (lane !== undefined && lane !== t.lane) this.#advance(lane);
+      lane = t.lane;
     }
+    if (lane) this.#advance(lane);
+    this.#wake();
   }
 
   /**
@@ -128,8 +140,7 @@ export class CommitCoordinator {
       first ??= t.message.offset;
       this.#inFlight--;
     }
-    this.#freed?.resolve();
-    this.#freed = undefined;
+    this.#wake();
     return first;
   }
 
@@ -139,8 +150,7 @@ export class CommitCoordinator {
     this.#lanes.clear();
     this.#points.clear();
     this.#inFlight = 0;
-    this.#freed?.resolve();
-    this.#freed = undefined;
+    this.#wake();
   }
 
   /** Sends the commit points gathered so far, and any that come while they go. */
@@ -169,6 +179,11 @@ export class CommitCoordinator {
     if (!this.#opts.commit) return;
     this.#points.set(lane, String(Number(last.message.offset) + 1));
     this.#schedule();
+  }
+
+  #wake(): void {
+    this.#freed?.resolve();
+    this.#freed = undefined;
   }
 
   #schedule(): void {

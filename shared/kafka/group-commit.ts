@@ -134,7 +134,7 @@ export class GroupCommit<T> {
     // waits (a broker that does not answer commits holds the handler calls
     // rather than piling commits up).
     const previous = commits.sending;
-    for (const item of items) commits.finish(item);
+    commits.finishAll(items);
     await previous;
   }
 

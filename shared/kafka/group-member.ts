@@ -134,11 +134,6 @@ export class GroupMember<T> {
     return this.#opts.topics;
   }
 
-  /** Bumped when a rebalance starts and when the member joins. */
-  get generation(): number {
-    return this.#generation;
-  }
-
   /** Why the handler keeps failing, while it does. */
   get failing(): string | undefined {
     return this.#failing;
