@@ -6,7 +6,7 @@ import type { Topics } from '../../shared/kafka/topics.ts';
 import type { Logger } from '../../shared/logger.ts';
 import type { Metrics } from '../../shared/metrics.ts';
 import type { SecretBox } from '../../shared/secrets.ts';
-import { TrackedConsumer } from '../../shared/kafka/tracked-consumer.ts';
+import { GroupConsumer } from '../../shared/kafka/group-consumer.ts';
 import { classifyFailure } from '../../shared/failure-class.ts';
 import { CoalescingSender, isSizeError, RecordTooLargeError, type TopicMessages } from '../../shared/kafka/coalescing-sender.ts';
 import type { DeadLetter, DeadLetterSink } from '../../shared/kafka/dead-letters.ts';
@@ -98,7 +98,7 @@ export async function startFanout(deps: FanoutDeps) {
 }
 
 /** The consumer of player events and the four of queued deliveries (manual, then the tiers). */
-function fanoutConsumers(deps: FanoutDeps, log: Logger, fanout: Fanout): (TrackedConsumer<PlayerEventRecord | null> | TrackedConsumer<DeliveryRecord>)[] {
+function fanoutConsumers(deps: FanoutDeps, log: Logger, fanout: Fanout): (GroupConsumer<PlayerEventRecord | null> | GroupConsumer<DeliveryRecord>)[] {
   const now = deps.now ?? Date.now;
   const maxOutstanding = deps.maxInFlight * 8;
   const common = { kafka: deps.kafka, log, metrics: deps.metrics, deadLetters: deps.deadLetters, stallMs: deps.stallMs, sessionTimeoutMs: deps.sessionTimeoutMs, maxOutstanding };
@@ -111,7 +111,7 @@ function fanoutConsumers(deps: FanoutDeps, log: Logger, fanout: Fanout): (Tracke
   // A key of another form, or of a tenant this process does not know yet,
   // is decoded as before.
   const skip: Decoded<PlayerEventRecord | null> = { kind: 'value', value: null };
-  const events = new TrackedConsumer<PlayerEventRecord | null>({
+  const events = new GroupConsumer<PlayerEventRecord | null>({
     ...common,
     groupId: `${deps.groupPrefix}fanout`,
     topics: [deps.topics.playerEvents],
@@ -127,7 +127,7 @@ function fanoutConsumers(deps: FanoutDeps, log: Logger, fanout: Fanout): (Tracke
   // Queued deliveries (tiers, manual) are attempted once due.
   const decodeDelivery = recordDecoder(deps.registry, 'delivery', DeliveryRecord);
   const queueConsumer = (topic: string, group: string) =>
-    new TrackedConsumer<DeliveryRecord>({
+    new GroupConsumer<DeliveryRecord>({
       ...common,
       groupId: `${deps.groupPrefix}${group}`,
       topics: [topic],

@@ -3,7 +3,7 @@ import { PlayerEventRecord, SecurityEventRecord, VideoRecord, WebhookAttemptReco
 import type { SchemaRegistry } from '../../schemas/registry.ts';
 import { chTime, type ClickHouseClient } from '../../shared/clickhouse/clickhouse.ts';
 import { insertLines, insertRows } from '../../shared/clickhouse/insert-rows.ts';
-import { BatchConsumer, type BatchItem } from '../../shared/kafka/batch-consumer.ts';
+import { GroupConsumer, type BatchItem } from '../../shared/kafka/group-consumer.ts';
 import { groupProblems } from '../../shared/kafka/group-member.ts';
 import type { DeadLetterSink } from '../../shared/kafka/dead-letters.ts';
 import { PoisonRecordError, recordDecoder } from '../../shared/kafka/poison.ts';
@@ -50,19 +50,21 @@ export async function startProjector(deps: ProjectorDeps) {
   };
   const insert = (table: string, values: object[]) => timed(table, () => insertRows(deps.clickhouse, table, values));
 
-  const common = { kafka: deps.kafka, log, metrics: deps.metrics, deadLetters: deps.deadLetters, stallMs: deps.stallMs, sessionTimeoutMs: deps.sessionTimeoutMs, flushMs: deps.flushMs };
+  const common = { kafka: deps.kafka, log, metrics: deps.metrics, deadLetters: deps.deadLetters, stallMs: deps.stallMs, sessionTimeoutMs: deps.sessionTimeoutMs };
+  /** Handler calls of at most `maxMessages` records, gathered for up to PROJECTOR_FLUSH_MS. */
+  const batches = <T>(maxMessages: number, handle: (items: BatchItem<T>[]) => Promise<void>) => ({ flushMs: deps.flushMs, maxMessages, handle });
   /** The values of a batch (a tombstone has no place on these topics and is dead-lettered by the decoder). */
   const values = <T>(items: BatchItem<T>[]): T[] => items.flatMap((i) => (i.record.kind === 'value' ? [i.record.value] : []));
 
   const decodeEvent = recordDecoder(deps.registry, 'player-event', PlayerEventRecord, { avroRules: playerEventViolation });
   /** A record's line, or, for a record the dedupe step must see, the candidate holding it. */
-  const events = new BatchConsumer<string | RetryCandidate>({
+  const events = new GroupConsumer<string | RetryCandidate>({
     ...common,
     groupId: PROJECTOR_GROUP,
     topics: [deps.topics.playerEvents],
     // The line is serialized as the record is decoded, on arrival: that
     // overlaps the running insert instead of delaying the next one
-    // (BatchConsumer). Most records need no row object at all.
+    // (GroupConsumer). Most records need no row object at all.
     decode: (message) => {
       const d = decodeEvent(message);
       if (d.kind !== 'value') return d;
@@ -72,9 +74,8 @@ export async function startProjector(deps: ProjectorDeps) {
       const line = eventLine(d.value);
       return { kind: 'value', value: needsLookup(d.value) ? retryCandidate(d.value, line) : line };
     },
-    maxMessages: deps.maxRows,
     onRecordAge: (stage, ageMs) => deps.metrics.recordAge.observe({ stage: stage === 'handled' ? 'readable' : stage }, ageMs / 1000),
-    handle: async (items) => {
+    batches: batches(deps.maxRows, async (items) => {
       // One loop with no allocation per record beyond the array slot: this
       // runs for every record of a drain, and garbage is a tenth of its CPU.
       const lines: string[] = [];
@@ -89,34 +90,32 @@ export async function startProjector(deps: ProjectorDeps) {
       }
       if (lines.length > 0) await timed('events', () => insertLines(deps.clickhouse, 'events', lines, EVENT_COLUMNS));
       deps.metrics.batchSize.observe(lines.length);
-    },
+    }),
   });
 
-  const videos = new BatchConsumer<VideoRecord>({
+  const videos = new GroupConsumer<VideoRecord>({
     ...common,
     groupId: VIDEOS_GROUP,
     topics: [deps.topics.videos],
     // Compacted: a tombstone deletes a video (the config store drops it).
     decode: recordDecoder(deps.registry, 'video', VideoRecord, { tombstones: true }),
-    maxMessages: 1000,
-    handle: async (items) => {
+    batches: batches(1000, async (items) => {
       const rows = items.flatMap(({ message, record }) => {
         if (record.kind !== 'value') return [];
         const v = record.value;
         return [{ tenant_id: v.tenant_id, id: v.id, title: v.title, duration_sec: v.duration_sec, created_at: chTime(v.created_at), deleted: 0, version: Number(message.offset) }];
       });
       if (rows.length > 0) await insert('videos', rows);
-    },
+    }),
   });
 
   const nullableTime = (ms: number | null) => (ms === null ? null : chTime(ms));
-  const attempts = new BatchConsumer<WebhookAttemptRecord>({
+  const attempts = new GroupConsumer<WebhookAttemptRecord>({
     ...common,
     groupId: `${deps.groupPrefix}projector-attempts`,
     topics: [deps.topics.webhookAttempts],
     decode: recordDecoder(deps.registry, 'webhook-attempt', WebhookAttemptRecord),
-    maxMessages: deps.maxRows,
-    handle: async (items) => {
+    batches: batches(deps.maxRows, async (items) => {
       const rows = values(items).map((a) => ({
         ...a,
         recorded_at: chTime(a.recorded_at),
@@ -125,19 +124,18 @@ export async function startProjector(deps: ProjectorDeps) {
         delivery_created_at: chTime(a.delivery_created_at),
       }));
       if (rows.length > 0) await insert('webhook_attempts', rows);
-    },
+    }),
   });
 
-  const security = new BatchConsumer<SecurityEventRecord>({
+  const security = new GroupConsumer<SecurityEventRecord>({
     ...common,
     groupId: `${deps.groupPrefix}projector-security`,
     topics: [deps.topics.securityEvents],
     decode: recordDecoder(deps.registry, 'security-event', SecurityEventRecord),
-    maxMessages: 1000,
-    handle: async (items) => {
+    batches: batches(1000, async (items) => {
       const rows = values(items).map((e) => ({ ...e, occurred_at: chTime(e.occurred_at) }));
       if (rows.length > 0) await insert('security_events', rows);
-    },
+    }),
   });
 
   const consumers = [events, videos, attempts, security];

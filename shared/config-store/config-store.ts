@@ -3,7 +3,7 @@ import { type Admin, type Kafka, type KafkaMessage, type Producer } from 'kafkaj
 import type { SchemaRegistry, Subject } from '../../schemas/registry.ts';
 import { ApiKeyRecord, ApiKeyUsageRecord, DestinationRecord, TenantRecord, VideoRecord } from '../../schemas/records.ts';
 import type { DeadLetter, DeadLetterSink } from '../kafka/dead-letters.ts';
-import { TrackedConsumer, type Handling } from '../kafka/tracked-consumer.ts';
+import { GroupConsumer, type Handling } from '../kafka/group-consumer.ts';
 import type { Metrics } from '../metrics.ts';
 import { PoisonRecordError, recordDecoder, type RecordDecoder } from '../kafka/poison.ts';
 import { CONFIG_KINDS, type ConfigKind, type Topics } from '../kafka/topics.ts';
@@ -43,8 +43,7 @@ export class ConfigStore {
   readonly #destinationsByTenant = new Map<string, Map<string, DestinationRecord>>();
   readonly #applied = new Map<ConfigKind, bigint>();
   readonly #waiters = new Set<{ kind: ConfigKind; offset: bigint; resolve: () => void }>();
-  readonly #consumer: TrackedConsumer<KafkaMessage>;
-  readonly #registry: SchemaRegistry;
+  readonly #consumer: GroupConsumer<KafkaMessage>;
   readonly #log: Logger;
   readonly #topics: Topics;
   readonly #kindOf = new Map<string, ConfigKind>();
@@ -58,7 +57,6 @@ export class ConfigStore {
     for (const kind of CONFIG_KINDS) this.#decoders.set(kind, recordDecoder(opts.registry, SUBJECT_OF[kind], SCHEMA_OF[kind], { tombstones: true }));
     this.#topics = opts.topics;
     for (const kind of CONFIG_KINDS) this.#kindOf.set(opts.topics[kind], kind);
-    this.#registry = opts.registry;
     this.#log = opts.log.child({ component: 'config-store' });
     this.#deadLetters = opts.deadLetters ?? {
       send: async (letters: DeadLetter[]) => {
@@ -70,7 +68,7 @@ export class ConfigStore {
     // each message as it is: what this version cannot read is skipped here,
     // not dead-lettered as poison by the consumer, since config topics
     // outlive code versions and a process must always start.
-    this.#consumer = new TrackedConsumer<KafkaMessage>({
+    this.#consumer = new GroupConsumer<KafkaMessage>({
       kafka: opts.kafka,
       log: this.#log,
       metrics: opts.metrics,
@@ -143,6 +141,16 @@ export class ConfigStore {
     return [...(this.#videosByTenant.get(tenantId)?.values() ?? [])];
   }
 
+  /** Puts or removes `id` in `all`, and its value under each of its `keysOf` in `byKey`. */
+  #put<T>(all: Map<string, T>, byKey: Map<string, T>, keysOf: (value: T) => string[], id: string, value: T | null): void {
+    const old = all.get(id);
+    if (old) for (const key of keysOf(old)) byKey.delete(key);
+    if (value) {
+      all.set(id, value);
+      for (const key of keysOf(value)) byKey.set(key, value);
+    } else all.delete(id);
+  }
+
   /** Puts or removes `id` in `all` and in its tenant's entry of `byTenant`. */
   #index<T extends { tenant_id: string }>(all: Map<string, T>, byTenant: Map<string, Map<string, T>>, id: string, value: T | null): void {
     const old = all.get(id);
@@ -163,26 +171,12 @@ export class ConfigStore {
       const decoded = this.#decoders.get(kind)!(message);
       const value = decoded.kind === 'value' ? decoded.value : null;
       switch (kind) {
-        case 'tenants': {
-          const old = this.tenants.get(id);
-          if (old) for (const key of playerKeysOf(old)) this.#tenantByPlayerKey.delete(key);
-          if (value) {
-            const t = value as TenantRecord;
-            this.tenants.set(id, t);
-            for (const key of playerKeysOf(t)) this.#tenantByPlayerKey.set(key, t);
-          } else this.tenants.delete(id);
+        case 'tenants':
+          this.#put(this.tenants, this.#tenantByPlayerKey, playerKeysOf, id, value as TenantRecord | null);
           break;
-        }
-        case 'apiKeys': {
-          const old = this.apiKeys.get(id);
-          if (old) this.#keyByHash.delete(old.key_hash);
-          if (value) {
-            const k = value as ApiKeyRecord;
-            this.apiKeys.set(id, k);
-            this.#keyByHash.set(k.key_hash, k);
-          } else this.apiKeys.delete(id);
+        case 'apiKeys':
+          this.#put(this.apiKeys, this.#keyByHash, (k) => [k.key_hash], id, value as ApiKeyRecord | null);
           break;
-        }
         case 'videos':
           this.#index(this.videos, this.#videosByTenant, id, value as VideoRecord | null);
           break;
@@ -224,7 +218,7 @@ export class ConfigStore {
     // NOTE: every process reads the config topics whole at start-up, so each
     // one dead-letters the same record (same source coordinates); readers of
     // the dead-letter topic count distinct (topic, partition, offset).
-    const letter = { topic, partition, offset: message.offset, key: message.key, value: message.value, headers: message.headers, reason, detail, group: 'config-store' } as const;
+    const letter = { ...this.#consumer.member.deadLetter(topic, partition, message, reason, detail), group: 'config-store' };
     return this.#consumer.untilDone('dead_letter', () => this.#deadLetters.send([letter]));
   }
 }

@@ -3,7 +3,7 @@ import { consumerFixture } from '../../test/helpers/consumer-fixture.ts';
 import { metricSum } from '../../test/helpers/kafka-inspect.ts';
 import { eventually } from '../../test/helpers/stack.ts';
 import { createMetrics } from '../metrics.ts';
-import { BatchConsumer } from './batch-consumer.ts';
+import { GroupConsumer } from './group-consumer.ts';
 import { delayFor } from '../retry.ts';
 import { RESTART_SCHEDULE } from './crash-restarts.ts';
 
@@ -23,7 +23,7 @@ describe('a consumer whose topic is deleted under it', () => {
     const metrics = createMetrics();
     const restarts = async () => metricSum(await metrics.registry.metrics(), 'kafka_consumer_restarts_total', { group: groupId });
     const seen: string[] = [];
-    const consumer = new BatchConsumer<string>({
+    const consumer = new GroupConsumer<string>({
       kafka: fx.kafka,
       log: fx.log,
       metrics,
@@ -31,11 +31,13 @@ describe('a consumer whose topic is deleted under it', () => {
       groupId,
       stallMs: 3000,
       deadLetters: fx.deadLetters(metrics),
-      flushMs: 5,
-      maxMessages: 100,
       decode: (m) => ({ kind: 'value', value: m.value!.toString() }),
-      handle: async (items) => {
-        for (const i of items) if (i.record.kind === 'value') seen.push(i.record.value);
+      batches: {
+        flushMs: 5,
+        maxMessages: 100,
+        handle: async (items) => {
+          for (const i of items) if (i.record.kind === 'value') seen.push(i.record.value);
+        },
       },
     });
     const producer = fx.kafka.producer();

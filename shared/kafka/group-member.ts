@@ -66,6 +66,7 @@ export class GroupMember<T> {
   readonly #stop = new AbortController();
   /** Set while the handler keeps failing (transient: retried, never skipped). */
   #failing: string | undefined;
+  #failuresInRow = 0;
   readonly #assigned = new Set<string>();
   #started = false;
   #joined = false;
@@ -131,11 +132,6 @@ export class GroupMember<T> {
 
   get topics(): readonly string[] {
     return this.#opts.topics;
-  }
-
-  /** Bumped when a rebalance starts and when the member joins. */
-  get generation(): number {
-    return this.#generation;
   }
 
   /** Why the handler keeps failing, while it does. */
@@ -239,11 +235,12 @@ export class GroupMember<T> {
     }
   }
 
-  /** The handler failed transiently: counted, and shown by health() if it lasts. */
-  transientFailure(err: unknown): void {
+  /** The handler failed transiently: counted, and shown by health() if it lasts. Answers the failures in a row. */
+  transientFailure(err: unknown): number {
     this.#failing = err instanceof Error ? err.message : String(err);
     this.#opts.metrics.consumerRetries.inc({ group: this.#opts.groupId });
     this.noteBusy();
+    return ++this.#failuresInRow;
   }
 
   /**
@@ -266,6 +263,7 @@ export class GroupMember<T> {
   /** The handler went through again. */
   recovered(): void {
     this.#failing = undefined;
+    this.#failuresInRow = 0;
   }
 }
 

@@ -5,20 +5,21 @@ import { loopTurns, mostPerTurn } from '../../test/helpers/loop-turns.ts';
 import { metricSum } from '../../test/helpers/kafka-inspect.ts';
 import { createMetrics } from '../metrics.ts';
 import { TimeSlices } from '../time-slices.ts';
-import { BatchConsumer, type BatchConsumerOptions } from './batch-consumer.ts';
+import type { GroupCommitOptions } from './group-commit.ts';
+import { GroupConsumer, type GroupConsumerOptions } from './group-consumer.ts';
 import { PoisonRecordError, type Decoded } from './poison.ts';
 
-/** A BatchConsumer of the fixture's topic with the tests' defaults (fresh metrics and dead letters, no stall alarm); `opts` gives the rest. */
-function batchConsumer<T>(
-  fx: ReturnType<typeof consumerFixture>,
-  opts: Pick<BatchConsumerOptions<T>, 'groupId' | 'decode' | 'handle' | 'flushMs' | 'maxMessages'> & Partial<BatchConsumerOptions<T>>,
-): BatchConsumer<T> {
+type Options<T> = Pick<GroupConsumerOptions<T>, 'groupId' | 'decode'> & Partial<Pick<GroupConsumerOptions<T>, 'metrics' | 'slices' | 'onRecordAge'>> & GroupCommitOptions<T>;
+
+/** A batched GroupConsumer of the fixture's topic with the tests' defaults (fresh metrics and dead letters, no stall alarm); `opts` gives the rest. */
+function batchConsumer<T>(fx: ReturnType<typeof consumerFixture>, { flushMs, maxMessages, handle, ...opts }: Options<T>): GroupConsumer<T> {
   const metrics = opts.metrics ?? createMetrics();
-  return new BatchConsumer<T>({ kafka: fx.kafka, log: fx.log, topics: [fx.topic], stallMs: 60_000, metrics, deadLetters: fx.deadLetters(metrics), ...opts });
+  const common = { kafka: fx.kafka, log: fx.log, topics: [fx.topic], stallMs: 60_000, metrics, deadLetters: fx.deadLetters(metrics) };
+  return new GroupConsumer<T>({ ...common, ...opts, batches: { flushMs, maxMessages, handle } });
 }
 
 /** Against the run's real broker: a decoder that fails for a reason other than poison. */
-describe('BatchConsumer when decoding fails transiently', () => {
+describe('A batched GroupConsumer when decoding fails transiently', () => {
   const fx = consumerFixture('batch', 2);
   const { topic, dlq } = fx;
   const groupId = `batch-group-${fx.id}`;
@@ -103,7 +104,7 @@ describe('BatchConsumer when decoding fails transiently', () => {
 });
 
 /** Against the run's real broker: a handler call the sink refuses for good, beside one that fails for a while. */
-describe('BatchConsumer when the handler fails permanently', () => {
+describe('A batched GroupConsumer when the handler fails permanently', () => {
   const fx = consumerFixture('batch-refused', 2);
   const { topic, dlq } = fx;
   const groupId = `batch-refused-group-${fx.id}`;
@@ -190,7 +191,7 @@ describe('BatchConsumer when the handler fails permanently', () => {
 });
 
 /** Against the run's real broker: when offsets are committed, around handler calls, a failed call and stop(). */
-describe('BatchConsumer offset commits', () => {
+describe('A batched GroupConsumer offset commits', () => {
   const fx = consumerFixture('batch-commit', 2);
 
   it('commits the offsets of a handler call only after it succeeded, in order, and before stop() returns', async () => {
@@ -309,7 +310,7 @@ describe('BatchConsumer offset commits', () => {
 });
 
 /** Against the run's real broker: how a backlog is fetched and decoded. */
-describe('BatchConsumer fetches', () => {
+describe('A batched GroupConsumer fetches', () => {
   const fx = consumerFixture('batch-fetch', 2);
 
   it('decodes a fetch in slices with turns of the event loop between them, and takes a record larger than a fetch', async () => {
@@ -358,7 +359,7 @@ describe('BatchConsumer fetches', () => {
   }, 90_000);
 });
 
-describe('BatchConsumer record ages', () => {
+describe('A batched GroupConsumer record ages', () => {
   const fx = consumerFixture('batch-age', 1);
 
   it('reports the age of the oldest record of each fetch and of each handler call, once the call resolved', async () => {

@@ -3,23 +3,24 @@ import { consumerFixture } from '../../test/helpers/consumer-fixture.ts';
 import { loopTurns, mostPerTurn } from '../../test/helpers/loop-turns.ts';
 import { createMetrics } from '../metrics.ts';
 import type { Decoded } from './poison.ts';
-import { TrackedConsumer, type TrackedConsumerOptions } from './tracked-consumer.ts';
+import { GroupConsumer, type GroupConsumerOptions } from './group-consumer.ts';
 import { TimeSlices } from '../time-slices.ts';
 
-/** A TrackedConsumer of the fixture's topic with the tests' defaults (fresh metrics and dead letters, no stall alarm); `opts` gives the rest. */
-function trackedConsumer<T>(
-  fx: ReturnType<typeof consumerFixture>,
-  opts: Pick<TrackedConsumerOptions<T>, 'groupId' | 'decode' | 'handle' | 'maxOutstanding'> & Partial<TrackedConsumerOptions<T>>,
-): TrackedConsumer<T> {
+type Options<T> = Pick<GroupConsumerOptions<T>, 'groupId' | 'decode'> &
+  Pick<Extract<GroupConsumerOptions<T>, { maxOutstanding: number }>, 'handle' | 'maxOutstanding'> &
+  Partial<Pick<GroupConsumerOptions<T>, 'metrics' | 'slices' | 'dueSlackMs'>>;
+
+/** A per-record GroupConsumer of the fixture's topic with the tests' defaults (fresh metrics and dead letters, no stall alarm); `opts` gives the rest. */
+function trackedConsumer<T>(fx: ReturnType<typeof consumerFixture>, opts: Options<T>): GroupConsumer<T> {
   const metrics = opts.metrics ?? createMetrics();
-  return new TrackedConsumer<T>({ kafka: fx.kafka, log: fx.log, topics: [fx.topic], stallMs: 60_000, metrics, deadLetters: fx.deadLetters(metrics), ...opts });
+  return new GroupConsumer<T>({ kafka: fx.kafka, log: fx.log, topics: [fx.topic], stallMs: 60_000, metrics, deadLetters: fx.deadLetters(metrics), ...opts });
 }
 
 /** Each record's value as a string. */
 const asString = (m: { value: Buffer | null }): Decoded<string> => ({ kind: 'value', value: m.value!.toString() });
 
 /** Against the run's real broker: two members of one group and a rebalance in the middle of slow work. */
-describe('TrackedConsumer across a rebalance', () => {
+describe('A per-record GroupConsumer across a rebalance', () => {
   const fx = consumerFixture('tracked', 2);
   const { topic } = fx;
   const groupId = `tracked-group-${fx.id}`;
@@ -110,7 +111,7 @@ describe('TrackedConsumer across a rebalance', () => {
 });
 
 /** Against the run's real broker: a partition of records due a few ms apart (a retry tier behind a dead destination). */
-describe('TrackedConsumer waiting for records not yet due', () => {
+describe('A per-record GroupConsumer waiting for records not yet due', () => {
   const fx = consumerFixture('due', 1);
   const { topic } = fx;
 
@@ -165,7 +166,7 @@ describe('TrackedConsumer waiting for records not yet due', () => {
 });
 
 /** Against the run's real broker: a backlog whose records need no wait (a fan-out's events no destination selects). */
-describe('TrackedConsumer draining a backlog', () => {
+describe('A per-record GroupConsumer draining a backlog', () => {
   const fx = consumerFixture('drain', 2);
   const { topic } = fx;
 
@@ -182,7 +183,7 @@ describe('TrackedConsumer draining a backlog', () => {
     return offsets!.partitions.reduce((n, p) => n + Math.max(0, Number(p.offset)), 0);
   };
   /** A member of `groupId` reading the topic from its start; `opts` gives the handler and bounds. */
-  const member = (groupId: string, opts: Pick<TrackedConsumerOptions<string>, 'handle' | 'maxOutstanding'> & Partial<TrackedConsumerOptions<string>>) =>
+  const member = (groupId: string, opts: Omit<Options<string>, 'groupId' | 'decode'>) =>
     trackedConsumer<string>(fx, { groupId, decode: asString, ...opts });
 
   it('gives the event loop a turn after every slice of records, and handles and commits every record once', async () => {
