@@ -316,10 +316,17 @@ async function startAdminProducer(core: Core): Promise<Producer> {
   return producer;
 }
 
+/**
+ * How long ClickHouse, having answered, may then stay slow and still count
+ * as up: a long insert holds the embedded engine's one query slot (and
+ * loads a server), so a `SELECT 1` can queue behind it for seconds.
+ */
+const CLICKHOUSE_PROBE_GRACE_MS = 30_000;
+
 /** /readyz's reachability checks: Kafka always, ClickHouse when this process uses it. */
 function readinessProbes(admin: Admin, clickhouse: ClickHouseClient | undefined): Probe[] {
   const probes = [probe('kafka', () => admin.describeCluster().then(() => 'ok'))];
-  if (clickhouse) probes.push(probe('clickhouse', () => clickhouse.ping().then((r) => (r.success ? 'ok' : 'error: ping failed'))));
+  if (clickhouse) probes.push(probe('clickhouse', () => clickhouse.ping().then((r) => (r.success ? 'ok' : 'error: ping failed')), { graceMs: CLICKHOUSE_PROBE_GRACE_MS }));
   return probes;
 }
 

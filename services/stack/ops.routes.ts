@@ -15,13 +15,31 @@ export interface Probe {
 const PROBE_TIMEOUT_MS = 2000;
 
 /**
- * A probe from a call that resolves to `ok` or to `error: …` when the
- * dependency answers; a rejection or no answer within 2 s is `error: <why>`.
+ * A probe from a call that resolves to `ok` or to `error: …`. One call at a
+ * time: a /readyz that comes while a call is pending waits on that call, so
+ * polling never queues checks behind a busy dependency. With no answer
+ * within `timeoutMs`, the probe repeats the last answer if it came less
+ * than `graceMs` ago, and otherwise says `error: <why>`.
  */
-export function probe(name: string, call: () => Promise<string>, timeoutMs = PROBE_TIMEOUT_MS): Probe {
+export function probe(name: string, call: () => Promise<string>, { timeoutMs = PROBE_TIMEOUT_MS, graceMs = 0 } = {}): Probe {
+  let pending: Promise<string> | undefined;
+  let last: { answer: string; at: number } | undefined;
   return {
     name,
-    check: () => withTimeout(call(), timeoutMs).catch((e: Error) => `error: ${e.message}`),
+    check: async () => {
+      pending ??= call()
+        .catch((e: Error) => `error: ${e.message}`)
+        .then((answer) => {
+          last = { answer, at: Date.now() };
+          pending = undefined;
+          return answer;
+        });
+      try {
+        return await withTimeout(pending, timeoutMs);
+      } catch (e) {
+        return last && Date.now() - last.at < graceMs ? last.answer : `error: ${(e as Error).message}`;
+      }
+    },
   };
 }
 

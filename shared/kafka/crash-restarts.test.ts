@@ -6,6 +6,7 @@ import { createMetrics } from '../metrics.ts';
 import { GroupConsumer } from './group-consumer.ts';
 import { delayFor } from '../retry.ts';
 import { RESTART_SCHEDULE } from './crash-restarts.ts';
+import { ensureTopics } from './topics.ts';
 
 describe('RESTART_SCHEDULE', () => {
   it('waits 250 ms after the first crash in a row, doubling up to 10 s', () => {
@@ -58,7 +59,7 @@ describe('a consumer whose topic is deleted under it', () => {
       expect(during).toBeGreaterThanOrEqual(2);
       expect(during).toBeLessThanOrEqual(8);
 
-      await fx.admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: 2, replicationFactor: 1 }] });
+      await ensureTopics(fx.admin, [{ topic, numPartitions: 2, replicationFactor: 1 }]);
       await producer.send({ topic, messages: [{ value: 'after' }] });
       await eventually(async () => (seen.includes('after') ? true : undefined), 60_000, 100);
       await eventually(async () => (consumer.health() === undefined ? true : undefined), 30_000, 100);

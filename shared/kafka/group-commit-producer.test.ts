@@ -3,6 +3,7 @@ import { Kafka, logLevel, type Admin } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createLogger } from '../logger.ts';
 import { GroupCommitProducer, ProducerOverloadedError } from './group-commit-producer.ts';
+import { ensureTopics } from './topics.ts';
 
 /** Load shedding of the intake's producer, against the run's real broker. */
 describe('GroupCommitProducer load shedding', () => {
@@ -16,7 +17,7 @@ describe('GroupCommitProducer load shedding', () => {
     kafka = new Kafka({ clientId: 'gcp-test', brokers: inject('kafkaBrokers'), logLevel: logLevel.NOTHING });
     admin = kafka.admin();
     await admin.connect();
-    await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: 2, replicationFactor: 1 }] });
+    await ensureTopics(admin, [{ topic, numPartitions: 2, replicationFactor: 1 }]);
   });
   afterAll(async () => {
     await Promise.all(producers.map((p) => p.close().catch(() => undefined)));
@@ -83,7 +84,7 @@ describe('GroupCommitProducer after a failed transaction', () => {
     kafka = new Kafka({ clientId: 'gcp-fence-test', brokers: inject('kafkaBrokers'), logLevel: logLevel.NOTHING });
     admin = kafka.admin();
     await admin.connect();
-    await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: 1, replicationFactor: 1 }] });
+    await ensureTopics(admin, [{ topic, numPartitions: 1, replicationFactor: 1 }]);
   });
   afterAll(async () => {
     for (const c of cleanups.reverse()) await c().catch(() => undefined);
@@ -129,7 +130,7 @@ describe('GroupCommitProducer after a failed transaction', () => {
 
   it('commits an empty transaction over every partition the lane has written to when it replaces a failed producer', async () => {
     const wide = `gcp-heal-${randomBytes(4).toString('hex')}`;
-    await admin.createTopics({ waitForLeaders: true, topics: [{ topic: wide, numPartitions: 3, replicationFactor: 1 }] });
+    await ensureTopics(admin, [{ topic: wide, numPartitions: 3, replicationFactor: 1 }]);
     const ends = async () => (await admin.fetchTopicOffsets(wide)).sort((a, b) => a.partition - b.partition).map((o) => Number(o.high));
     const prefix = `gcp-heal-${randomBytes(4).toString('hex')}`;
     const p = new GroupCommitProducer({ kafka, log, lingerMs: 0, timeoutMs: 10_000, parallelTransactions: 1, transactionalIdPrefix: prefix });
@@ -163,7 +164,7 @@ describe('GroupCommitProducer lanes', () => {
     const lanes: number[] = [];
     const p = new GroupCommitProducer({ kafka, log, timeoutMs: 10_000, lingerMs: 0, parallelTransactions: 3, onCommit: (_n, _ms, lane) => lanes.push(lane) });
     try {
-      await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: 3, replicationFactor: 1 }] });
+      await ensureTopics(admin, [{ topic, numPartitions: 3, replicationFactor: 1 }]);
       await p.connect();
       const requests = 12;
       for (let i = 0; i < requests; i++) await p.send(topic, [0, 1, 2].map((k) => ({ key: `k${k}`, value: `v${i}-${k}` })));

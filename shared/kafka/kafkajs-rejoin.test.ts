@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { Kafka, logLevel, type Consumer } from 'kafkajs';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startLocalBroker, type LocalBroker } from '../../infra/kafka/local-broker.ts';
+import { ensureTopics } from './topics.ts';
 
 /**
  * A consumer whose broker was killed crashes without leaving its group
@@ -33,7 +34,7 @@ describe('kafkajs consumer restarted after its broker died', () => {
     const topic = 'rejoin-test';
     const admin = kafka.admin();
     await admin.connect();
-    await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: 1, replicationFactor: 1 }] });
+    await ensureTopics(admin, [{ topic, numPartitions: 1, replicationFactor: 1 }]);
     await admin.disconnect();
 
     const seen: string[] = [];

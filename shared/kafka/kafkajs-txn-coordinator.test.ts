@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { Kafka, logLevel } from 'kafkajs';
 import { describe, expect, inject, it } from 'vitest';
+import { ensureTopics } from './topics.ts';
 
 /**
  * kafkajs's transaction manager (src/producer/eosManager) as patched by
@@ -141,7 +142,7 @@ describe('kafkajs transaction coordinator (patched eosManager)', () => {
       await tx.commit();
     };
     try {
-      await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: 3, replicationFactor: 1 }] });
+      await ensureTopics(admin, [{ topic, numPartitions: 3, replicationFactor: 1 }]);
       await producer.connect();
       // The first transaction initialises the producer id (lookups, and on a
       // fresh broker retries while the transaction log loads).

@@ -5,6 +5,7 @@ import { CoalescingSender } from '../../shared/kafka/coalescing-sender.ts';
 import { DeadLetterSink } from '../../shared/kafka/dead-letters.ts';
 import { createLogger } from '../../shared/logger.ts';
 import { createMetrics, type Metrics } from '../../shared/metrics.ts';
+import { ensureTopics } from '../../shared/kafka/topics.ts';
 
 /**
  * What a consumer test against the run's real broker needs: a topic of its
@@ -23,7 +24,7 @@ export function consumerFixture(name: string, partitions: number) {
     const kafka = new Kafka({ clientId: `${name}-test`, brokers: inject('kafkaBrokers'), logLevel: logLevel.NOTHING });
     const admin = kafka.admin();
     await admin.connect();
-    await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: partitions, replicationFactor: 1 }, { topic: dlq, numPartitions: 1, replicationFactor: 1 }] });
+    await ensureTopics(admin, [{ topic, numPartitions: partitions, replicationFactor: 1 }, { topic: dlq, numPartitions: 1, replicationFactor: 1 }]);
     const sender = new CoalescingSender({ kafka, log, name: 'test' });
     await sender.connect();
     Object.assign(state, { kafka, admin, sender });
