@@ -23,12 +23,13 @@ const avsc = (file: string) => avro.Type.forSchema(JSON.parse(readFileSync(join(
 const V1 = avsc('player-event.v1.avsc');
 const V2 = avsc('player-event.v2.avsc');
 const V3 = avsc('player-event.v3.avsc');
+const V4 = avsc('player-event.v4.avsc');
 const KEYS = Object.keys(PlayerEventRecord.shape) as (keyof PlayerEventRecord)[];
 
 /** Confluent wire format around an Avro body: magic 0, then the schema id. */
 const framed = (id: number, body: Buffer) => Buffer.concat([Buffer.from([0, 0, 0, 0, id]), body]);
 
-/** The bytes of `value` as each writer version writes it (v1 and v2 ignore the fields they lack), or none where Avro refuses it. */
+/** The bytes of `value` as each writer version writes it (v1 to v3 ignore the fields they lack), or none where Avro refuses it. */
 function encodings(value: unknown): { version: number; bytes: Buffer }[] {
   const out: { version: number; bytes: Buffer }[] = [];
   const attempt = (version: number, encode: () => Buffer) => {
@@ -38,7 +39,8 @@ function encodings(value: unknown): { version: number; bytes: Buffer }[] {
       // Avro refuses many wrong types (a string for a double, a fraction for a long, an unknown enum symbol).
     }
   };
-  attempt(3, () => registry.encode('player-event', value));
+  attempt(4, () => registry.encode('player-event', value));
+  attempt(3, () => framed(3, V3.toBuffer(value)));
   attempt(2, () => framed(2, V2.toBuffer(value)));
   attempt(1, () => framed(1, V1.toBuffer(value)));
   return out;
@@ -178,10 +180,14 @@ const validRecord: fc.Arbitrary<PlayerEventRecord> = fc.record({
   utm_campaign: nullableString,
   ctwa_clid: nullableString,
   external_lead_id: nullableString,
-  source: fc.constantFrom('player', 'server'),
+  source: fc.constantFrom('player', 'server', 'derived'),
   conversion_value: fc.option(finite, { nil: null }),
   conversion_currency: nullableString,
   event_id_from_client: fc.boolean(),
+  lead: fc.option(
+    fc.record({ score: fc.integer({ min: 0, max: 100 }), score_version: fc.integer({ min: 1, max: 9 }), watched_percent: finite, focus_time_ratio: finite, cta_clicks: fc.nat(), rewinds: fc.nat() }),
+    { nil: null },
+  ),
 });
 
 /** Numbers zod's number checks tell apart, and a few non-numbers. */
@@ -219,10 +225,11 @@ const FIELD_VALUES: Record<keyof PlayerEventRecord, fc.Arbitrary<unknown>> = {
   utm_campaign: fc.oneof(nullableString, fc.constantFrom(undefined, 1, new String('x'))),
   ctwa_clid: fc.oneof(nullableString, fc.constantFrom(undefined, 1)),
   external_lead_id: fc.oneof(nullableString, fc.constantFrom(undefined, 1)),
-  source: fc.oneof(fc.constantFrom('player', 'server', 'PLAYER', 'Server', '', ' player', null, undefined), fc.string()),
+  source: fc.oneof(fc.constantFrom('player', 'server', 'derived', 'PLAYER', 'Server', '', ' player', null, undefined), fc.string()),
   conversion_value: numberish,
   conversion_currency: fc.oneof(nullableString, fc.constantFrom(undefined, 0)),
   event_id_from_client: fc.constantFrom(true, false, undefined, null, 'true', 0, 1),
+  lead: fc.constantFrom(null, undefined, {}, { score: 80 }, { score: 1.5, score_version: 1, watched_percent: 1, focus_time_ratio: 1, cta_clicks: 0, rewinds: 0 }),
 };
 
 type Mutation =
@@ -260,7 +267,7 @@ const example: PlayerEventRecord = PLAYER_EVENT;
 
 describe('the player-event decoder', () => {
   it('hands on the fields of the zod twin: the newest Avro reader has exactly its keys, in its order', () => {
-    expect((V3 as avro.types.RecordType).fields.map((f) => f.name)).toEqual(KEYS);
+    expect((V4 as avro.types.RecordType).fields.map((f) => f.name)).toEqual(KEYS);
   });
 
   it('answers a plain copy of what every writer version wrote, equal to the zod twin\'s output', () => {
@@ -334,7 +341,7 @@ describe('the player-event decoder', () => {
       }),
       { numRuns: 500 },
     );
-    expect([...versions].sort()).toEqual([1, 2, 3]);
+    expect([...versions].sort()).toEqual([1, 2, 3, 4]);
   });
 
   it('gives the same values and poison reasons as the zod twin for mutated records', () => {

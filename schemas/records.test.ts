@@ -143,14 +143,20 @@ describe('schemas', () => {
     const { event_id_from_client: _f, ...v2Shape } = { ...playerEvent, source: 'server' as const, conversion_value: 9.5, conversion_currency: 'EUR' };
     const wire = Buffer.concat([Buffer.from([0, 0, 0, 0, 2]), v2.toBuffer(v2Shape)]); // magic 0, schema id 2 (v2)
     const read = registry.decode<PlayerEventRecord>('player-event', wire);
-    expect(read).toEqual({ ...v2Shape, event_id_from_client: false });
+    expect(read).toEqual({ ...v2Shape, event_id_from_client: false, lead: null });
     expect(PlayerEventRecord.parse(read)).toEqual(read);
   });
 
-  it('writes player events with v3 (id 3), and a v3 record without the flag says the server chose the id', () => {
-    expect(registry.writerId('player-event')).toBe(3);
-    const { event_id_from_client: _f, ...unflagged } = playerEvent;
-    expect(registry.decode('player-event', registry.encode('player-event', unflagged))).toEqual({ ...unflagged, event_id_from_client: false });
+  it('writes player events with v4 (id 4): a record without the flag says the server chose the id, one without a lead has none', () => {
+    expect(registry.writerId('player-event')).toBe(4);
+    const { event_id_from_client: _f, lead: _l, ...unflagged } = playerEvent;
+    expect(registry.decode('player-event', registry.encode('player-event', unflagged))).toEqual({ ...unflagged, event_id_from_client: false, lead: null });
+    const v3 = avsc('player-event.v3.avsc');
+    const fromV3 = registry.decode<PlayerEventRecord>('player-event', Buffer.concat([Buffer.from([0, 0, 0, 0, 3]), v3.toBuffer(unflagged)]));
+    expect(fromV3).toEqual({ ...unflagged, event_id_from_client: false, lead: null });
+    const lead = { score: 82, score_version: 1, watched_percent: 0.9, focus_time_ratio: 0.75, cta_clicks: 1, rewinds: 2 };
+    const derived = { ...playerEvent, event_name: 'high_intent_lead', source: 'derived' as const, lead };
+    expect(registry.decode<PlayerEventRecord>('player-event', registry.encode('player-event', derived))).toEqual(derived);
     const broken = { ...playerEvent, event_id_from_client: 'yes' };
     expect(PlayerEventRecord.safeParse(broken).success).toBe(false);
     expect(() => registry.encode('player-event', broken)).toThrow();

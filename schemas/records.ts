@@ -37,7 +37,7 @@ export const PlayerEventRecord = z
     utm_campaign: nullableString,
     ctwa_clid: nullableString,
     external_lead_id: nullableString,
-    source: z.enum(['player', 'server']),
+    source: z.enum(['player', 'server', 'derived']),
     conversion_value: z.number().nullable(),
     conversion_currency: nullableString,
     /**
@@ -46,6 +46,18 @@ export const PlayerEventRecord = z
      * records written before v3, and writers that predate the field still type.
      */
     event_id_from_client: z.boolean().optional(),
+    /** On a high_intent_lead (schema v4): the score that crossed the threshold and its factors. Optional like event_id_from_client. */
+    lead: z
+      .object({
+        score: z.number().int(),
+        score_version: z.number().int(),
+        watched_percent: z.number(),
+        focus_time_ratio: z.number(),
+        cta_clicks: z.number().int(),
+        rewinds: z.number().int(),
+      })
+      .nullable()
+      .optional(),
   })
   .superRefine((e, ctx) => {
     const broken = playerEventViolation(e);
@@ -76,6 +88,7 @@ export function playerEventViolation(e: PlayerEventRecord): { field: keyof Playe
   for (const field of ['current_time', 'duration', 'watched_percentage', 'seek_from', 'seek_to', 'conversion_value'] as const) {
     if (!isFiniteOrNull(e[field])) return { field, message: 'must be a finite number' };
   }
+  if (e.lead && !(Number.isFinite(e.lead.watched_percent) && Number.isFinite(e.lead.focus_time_ratio))) return { field: 'lead', message: 'factors must be finite numbers' };
   return undefined;
 }
 

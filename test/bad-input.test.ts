@@ -1,7 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ACTIVE, COMING_SOON, SHORT, SIGNALS, expectProblem, iso, randomVid, type EventItem, type Res } from './helpers/contract.ts';
+import { ACTIVE, NOT_FROM_PLAYER, SHORT, SIGNALS, expectProblem, iso, randomVid, type EventItem, type Res } from './helpers/contract.ts';
 import { checkWithin } from './helpers/property.ts';
 import { TestStack, eventually, type TestTenant } from './helpers/stack.ts';
 
@@ -192,15 +192,15 @@ describe('bad input', () => {
       expect(ok.body).toEqual({ accepted: 500 });
     });
 
-    it('unknown and coming-soon event names → 422 with a message', async () => {
+    it('unknown event names, and those the service raises itself → 422 with a message', async () => {
       for (const name of ['video_started', 'VIDEO_PLAY', 'video_play ', '', 'watched_100_percent', 'play', 'watched_90']) {
         const res = await collect({ events: [okEvent({ event_name: name })] });
         expectProblem(res, 422, /body\.events\.0\.event_name: unknown event name; expected one of player_loaded, /);
         expect(res.body.errors).toEqual([{ path: 'body.events.0.event_name', message: expect.stringContaining('unknown event name') }]);
       }
-      for (const name of COMING_SOON) {
+      for (const name of NOT_FROM_PLAYER.filter((n) => n !== 'conversion')) {
         const res = await collect({ events: [okEvent(), okEvent({ event_name: name })] });
-        expectProblem(res, 422, new RegExp(`body\\.events\\.1\\.event_name: ${name} is not accepted from the player \\(coming soon`));
+        expectProblem(res, 422, new RegExp(`body\\.events\\.1\\.event_name: ${name} is not accepted from the player: the service derives it`));
       }
       const conv = await collect({ events: [okEvent({ event_name: 'conversion' })] });
       expect(conv.body.detail).toContain('use /api/public/conversion');
@@ -422,7 +422,7 @@ describe('bad input', () => {
       const idTail = fc.stringMatching(/^[A-Za-z0-9_-]{1,20}$/);
       const event = fc.record(
         {
-          event_name: field(fc.constantFrom(...COLLECTABLE), fc.oneof(fc.constantFrom(...COMING_SOON, 'VIDEO_PLAY', 'video_started', ''), fc.string({ maxLength: 12 }), junk), true),
+          event_name: field(fc.constantFrom(...COLLECTABLE), fc.oneof(fc.constantFrom(...NOT_FROM_PLAYER, 'VIDEO_PLAY', 'video_started', ''), fc.string({ maxLength: 12 }), junk), true),
           video_id: fc.oneof(
             { arbitrary: fc.constantFrom(M.videoId, M.videoId, M.videoId, ownUuid, ownUuid.toUpperCase()), weight: 40 },
             { arbitrary: fc.constantFrom(B.videoId, otherUuid), weight: 4 }, // another tenant's: 403

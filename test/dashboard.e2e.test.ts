@@ -276,7 +276,7 @@ describe('dashboard in a real browser', () => {
     await page.getByLabel('URL').fill(rx.url('/dash'));
     await page.getByLabel('player_loaded').check();
     await page.getByLabel('video_play').check();
-    await page.getByLabel('conversion').check(); // coming soon: selectable
+    await page.getByLabel('conversion').check(); // a server-side event
     await page.getByRole('button', { name: 'Create webhook' }).click();
     const panel = page.getByTestId('secret-once');
     await panel.waitFor();
@@ -286,7 +286,7 @@ describe('dashboard in a real browser', () => {
     secrets.push(secret);
     const row = page.locator('tr[data-destination-id]', { hasText: 'Receiver' });
     destinationId = (await row.getAttribute('data-destination-id'))!;
-    expect(await row.innerText()).toContain('conversion (coming soon)');
+    expect(await row.innerText()).toContain('player_loaded, video_play, conversion');
     await shoot('08-destination-created');
 
     await page.reload();
@@ -298,7 +298,7 @@ describe('dashboard in a real browser', () => {
     await row.getByRole('link', { name: 'Receiver', exact: true }).click();
     await page.getByRole('heading', { name: 'Receiver', exact: true }).waitFor();
     expect(await page.getByLabel('conversion').isChecked()).toBe(true);
-    expect(await page.locator('fieldset', { hasText: 'Coming soon' }).locator('legend').innerText()).toContain('Coming soon');
+    expect(await page.locator('fieldset', { hasText: 'high_intent_lead' }).locator('legend').innerText()).toBe('Intent');
     await page.getByLabel('Name', { exact: true }).fill('Receiver (prod)');
     await page.getByLabel('video_play').uncheck();
     await page.getByLabel('high_intent_lead').check();

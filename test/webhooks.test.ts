@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ACTIVE_EVENT_NAMES } from '../shared/event-names.ts';
+import { PLAYER_EVENT_NAMES } from '../shared/event-names.ts';
 import { verifyWebhook } from '../shared/webhooks/verify.ts';
 import { startHttpsReceiver, type HttpsReceiver } from './helpers/https-receiver.ts';
 import { TestStack, eventually, type TestTenant } from './helpers/stack.ts';
@@ -46,11 +46,11 @@ describe('signed webhooks to a real HTTPS receiver', () => {
       return d.status === 200 && d.body.status === status ? d.body : undefined;
     }, timeoutMs, 200);
 
-  it('delivers every active event with the exact headers, body and a signature both verifiers accept', async () => {
+  it('delivers every player event with the exact headers, body and a signature both verifiers accept', async () => {
     const dest = await createDestination('/all');
     expect(dest.secret).toMatch(/^whsec_[A-Za-z0-9_-]{32}$/);
     expect(dest.events).toEqual([]);
-    const names = [...ACTIVE_EVENT_NAMES];
+    const names = [...PLAYER_EVENT_NAMES];
     const sent = names.map((event_name, i) => ({
       event_name,
       video_id: t.videoId,

@@ -34,10 +34,9 @@ const EVENT_NAMES: ReadonlySet<string> = new Set(COLLECTABLE_EVENT_NAMES);
 /** Why the player may not send this event name, or undefined when it may. */
 export function eventNameRefusal(name: string): string | undefined {
   if (EVENT_NAMES.has(name)) return undefined;
-  const known = (WEBHOOK_EVENTS as Record<string, { status: string }>)[name];
-  return known
-    ? `${name} is not accepted from the player (coming soon${name === 'conversion' ? '; use /api/public/conversion' : ''})`
-    : `unknown event name; expected one of ${COLLECTABLE_EVENT_NAMES.join(', ')}`;
+  const known = (WEBHOOK_EVENTS as Record<string, { origin: string }>)[name];
+  if (!known) return `unknown event name; expected one of ${COLLECTABLE_EVENT_NAMES.join(', ')}`;
+  return known.origin === 'server' ? `${name} is not accepted from the player; use /api/public/conversion` : `${name} is not accepted from the player: the service derives it`;
 }
 
 const eventName = z.string().superRefine((name, ctx) => {

@@ -72,7 +72,7 @@ export function recordDecoder<S extends z.ZodType>(
       const broken = avroRules(raw as z.infer<S>);
       if (broken !== undefined) throw new PoisonRecordError('schema_violation', `${broken.field}: ${broken.message}`);
       // NOTE: a copy: avsc decodes into instances of a generated class, and zod's output is a plain object.
-      return { kind: 'value', value: { ...(raw as object) } as z.infer<S> };
+      return { kind: 'value', value: plainCopy(raw as object) as z.infer<S> };
     }
     const parsed = schema.safeParse(raw);
     if (!parsed.success) {
@@ -81,6 +81,15 @@ export function recordDecoder<S extends z.ZodType>(
     }
     return { kind: 'value', value: parsed.data };
   };
+}
+
+/** Avro's decoding as plain objects, nested records included. */
+function plainCopy(value: object): object {
+  const out: Record<string, unknown> = { ...value };
+  for (const [k, v] of Object.entries(out)) {
+    if (v !== null && typeof v === 'object' && !Array.isArray(v) && !Buffer.isBuffer(v)) out[k] = plainCopy(v);
+  }
+  return out;
 }
 
 function classifyDecodeError(err: unknown): PoisonRecordError {

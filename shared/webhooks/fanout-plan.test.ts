@@ -16,12 +16,15 @@ describe('fan-out plan', () => {
     expect(deliveryId(e, d1)).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
   });
 
-  it('selects active events only; an empty selection means all active', () => {
+  it('selects the events of spec 6.1, never a signal; an empty selection means every event', () => {
     expect(selects({ events: [] }, 'video_play')).toBe(true);
-    expect(selects({ events: [] }, 'conversion')).toBe(false);
-    expect(selects({ events: ['conversion', 'video_play'] }, 'conversion')).toBe(false);
+    expect(selects({ events: [] }, 'conversion')).toBe(true);
+    expect(selects({ events: [] }, 'high_intent_lead')).toBe(true);
+    expect(selects({ events: ['conversion', 'video_play'] }, 'conversion')).toBe(true);
     expect(selects({ events: ['video_pause'] }, 'video_play')).toBe(false);
     expect(selects({ events: [] }, 'heartbeat')).toBe(false);
+    expect(selects({ events: ['heartbeat'] }, 'heartbeat')).toBe(false);
+    expect(selects({ events: [] }, 'toString')).toBe(false);
   });
 
   it('retries on tiers 1m, 5m, 30m, fails after attempt 4, reprocess is one attempt', () => {
@@ -56,6 +59,20 @@ describe('fan-out plan', () => {
       'watched_percentage', 'utm_source', 'utm_campaign', 'ctwa_clid', 'external_lead_id', 'created_at',
     ]);
     expect(JSON.parse(body).created_at).toBe('2026-01-02T03:04:05.006Z');
+  });
+
+  it('adds the value to a conversion, and the score and factors to a high_intent_lead', () => {
+    const base = {
+      tenant_id: 't', video_id: 'v', session_id: 'ses_1', visitor_id: 'vis_1', current_time: 0, duration: 60, watched_percentage: 0,
+      utm_source: null, utm_campaign: null, ctwa_clid: null, external_lead_id: 'crm-7', timestamp: 0, lead: null,
+    };
+    const conversion = JSON.parse(payloadOf({ ...base, event_name: 'conversion', conversion_value: 49.9, conversion_currency: 'EUR' }));
+    expect(conversion).toMatchObject({ event_name: 'conversion', conversion_value: 49.9, conversion_currency: 'EUR' });
+    const lead = { score: 82, score_version: 1, watched_percent: 0.9, focus_time_ratio: 0.75, cta_clicks: 1, rewinds: 2 };
+    const body = JSON.parse(payloadOf({ ...base, event_name: 'high_intent_lead', lead }));
+    expect(Object.keys(body).slice(13)).toEqual(['score', 'score_version', 'factors']);
+    expect(body).toMatchObject({ score: 82, score_version: 1, factors: { watched_percent: 0.9, focus_time_ratio: 0.75, cta_clicks: 1, rewinds: 2 } });
+    expect(Object.keys(JSON.parse(payloadOf({ ...base, event_name: 'video_play' })))).toHaveLength(13);
   });
 
   it('keeps only the host of a URL', () => {

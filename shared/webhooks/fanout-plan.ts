@@ -23,18 +23,30 @@ export function deliveryId(eventId: string, destinationId: string): string {
   return uuidV5(destinationId, eventId);
 }
 
-export function isActiveEvent(name: string): boolean {
-  return (WEBHOOK_EVENTS as Record<string, { status: string }>)[name]?.status === 'active';
+/** The events of spec 6.1 are delivered; signals (heartbeat, seek) are not. */
+export function isWebhookEvent(name: string): boolean {
+  return Object.hasOwn(WEBHOOK_EVENTS, name);
 }
 
-/** Only active events are delivered; an empty selection means every active event. */
+/** An empty selection means every event. */
 export function selects(destination: Pick<DestinationRecord, 'events'>, eventName: string): boolean {
-  if (!isActiveEvent(eventName)) return false;
+  if (!isWebhookEvent(eventName)) return false;
   return destination.events.length === 0 || destination.events.includes(eventName);
 }
 
-/** The JSON body of spec 2.7, serialised once: every attempt sends these exact bytes. */
-export function payloadOf(e: Pick<PlayerEventRecord, 'tenant_id' | 'video_id' | 'session_id' | 'visitor_id' | 'event_name' | 'current_time' | 'duration' | 'watched_percentage' | 'utm_source' | 'utm_campaign' | 'ctwa_clid' | 'external_lead_id' | 'timestamp'>): string {
+type PayloadSource = Pick<
+  PlayerEventRecord,
+  'tenant_id' | 'video_id' | 'session_id' | 'visitor_id' | 'event_name' | 'current_time' | 'duration' | 'watched_percentage' | 'utm_source' | 'utm_campaign' | 'ctwa_clid' | 'external_lead_id' | 'timestamp'
+> &
+  Partial<Pick<PlayerEventRecord, 'lead' | 'conversion_value' | 'conversion_currency'>>;
+
+/**
+ * The JSON body of spec 2.7, serialised once: every attempt sends these
+ * exact bytes. Beyond 2.7: a `conversion` carries its value and currency,
+ * a `high_intent_lead` its score, score version and factors
+ * (docs/webhooks.md).
+ */
+export function payloadOf(e: PayloadSource): string {
   return JSON.stringify({
     tenant_id: e.tenant_id,
     video_id: e.video_id,
@@ -49,6 +61,12 @@ export function payloadOf(e: Pick<PlayerEventRecord, 'tenant_id' | 'video_id' | 
     ctwa_clid: e.ctwa_clid,
     external_lead_id: e.external_lead_id,
     created_at: new Date(e.timestamp).toISOString(),
+    ...(e.event_name === 'conversion' && { conversion_value: e.conversion_value ?? null, conversion_currency: e.conversion_currency ?? null }),
+    ...(e.lead && {
+      score: e.lead.score,
+      score_version: e.lead.score_version,
+      factors: { watched_percent: e.lead.watched_percent, focus_time_ratio: e.lead.focus_time_ratio, cta_clicks: e.lead.cta_clicks, rewinds: e.lead.rewinds },
+    }),
   });
 }
 

@@ -42,7 +42,7 @@ export function expectProblem(res: Res, status?: number, detail?: RegExp): void 
   if (detail) expect(res.body.detail).toMatch(detail);
 }
 
-/** The active event names of spec 6.1 and the short names the events API shows. */
+/** The player's event names of spec 6.1 and the short names the events API shows. */
 export const SHORT: Record<string, string> = {
   player_loaded: 'loaded',
   video_view: 'view',
@@ -60,7 +60,8 @@ export const SHORT: Record<string, string> = {
 };
 export const ACTIVE = Object.keys(SHORT);
 export const SIGNALS = ['heartbeat', 'seek'];
-export const COMING_SOON = ['reached_pitch', 'high_intent_lead', 'conversion', 'abandoned_before_pitch', 'abandoned_after_offer'];
+/** Events the service raises itself: a player may not send them. */
+export const NOT_FROM_PLAYER = ['reached_pitch', 'high_intent_lead', 'conversion', 'abandoned_before_pitch', 'abandoned_after_offer'];
 
 export const iso = (ms: number) => new Date(ms).toISOString();
 export const randomVid = () => `vid_${randomBytes(16).toString('hex')}`;

@@ -25,4 +25,5 @@ export const PLAYER_EVENT: PlayerEventRecord = {
   conversion_value: null,
   conversion_currency: null,
   event_id_from_client: true,
+  lead: null,
 };

@@ -1,24 +1,16 @@
-import { WEBHOOK_EVENTS, type WebhookEventName } from '../../../shared/event-names.ts';
-import { Badge } from './ui.tsx';
+import { eventsOf, WEBHOOK_EVENT_NAMES, type WebhookEventName } from '../../../shared/event-names.ts';
 
-const NAMES = Object.keys(WEBHOOK_EVENTS) as WebhookEventName[];
-export const ACTIVE_EVENTS = NAMES.filter((n) => WEBHOOK_EVENTS[n].status === 'active');
-export const COMING_SOON_EVENTS = NAMES.filter((n) => WEBHOOK_EVENTS[n].status !== 'active');
-export const ALL_EVENTS = NAMES;
+export const ALL_EVENTS = WEBHOOK_EVENT_NAMES;
 
-export function isComingSoon(name: string): boolean {
-  return (COMING_SOON_EVENTS as string[]).includes(name);
-}
-
-/** "All active events" for an empty selection, else the names. */
+/** "All events" for an empty selection, else the names. */
 export function describeEvents(events: string[]): string {
-  if (events.length === 0) return 'All active events';
-  return events.map((e) => (isComingSoon(e) ? `${e} (coming soon)` : e)).join(', ');
+  if (events.length === 0) return 'All events';
+  return events.join(', ');
 }
 
 /**
- * The event selection of a destination: the 13 active events and the 5
- * coming-soon ones (selectable, not delivered yet), each a labelled checkbox.
+ * The event selection of a destination, each a labelled checkbox, grouped
+ * by who raises the event: the player, the intent rules, the conversion intake.
  */
 export function EventPicker({ idPrefix, value, onChange }: { idPrefix: string; value: string[]; onChange: (events: string[]) => void }) {
   const toggle = (name: string, on: boolean) => {
@@ -27,11 +19,9 @@ export function EventPicker({ idPrefix, value, onChange }: { idPrefix: string; v
     else set.delete(name);
     onChange(ALL_EVENTS.filter((n) => set.has(n)));
   };
-  const group = (title: string, names: WebhookEventName[], note: string, badge?: string) => (
+  const group = (title: string, names: WebhookEventName[], note: string) => (
     <fieldset class="event-group">
-      <legend>
-        {title} {badge && <Badge status={badge} />}
-      </legend>
+      <legend>{title}</legend>
       <p class="hint">{note}</p>
       <ul class="checks">
         {names.map((n) => {
@@ -52,16 +42,17 @@ export function EventPicker({ idPrefix, value, onChange }: { idPrefix: string; v
     <div class="event-picker">
       <div class="event-picker-head">
         <span class="label-like">Events</span>
-        <span class="hint">{value.length === 0 ? 'None selected: receives every active event.' : `${value.length} selected.`}</span>
-        <button type="button" class="btn btn-small btn-link" onClick={() => onChange([...ACTIVE_EVENTS])}>
-          Select all active
+        <span class="hint">{value.length === 0 ? 'None selected: receives every event.' : `${value.length} selected.`}</span>
+        <button type="button" class="btn btn-small btn-link" onClick={() => onChange([...ALL_EVENTS])}>
+          Select all
         </button>
         <button type="button" class="btn btn-small btn-link" onClick={() => onChange([])}>
           Clear
         </button>
       </div>
-      {group('Active', ACTIVE_EVENTS, 'Delivered as they happen.')}
-      {group('Coming soon', COMING_SOON_EVENTS, 'Can be selected now; not triggered automatically yet.', 'coming_soon')}
+      {group('Player events', eventsOf('player'), 'Sent by the player as they happen.')}
+      {group('Intent', eventsOf('derived'), "Derived from a visitor's viewing: the score crossing the tenant's threshold, the video's pitch reached or abandoned.")}
+      {group('Server-side', eventsOf('server'), 'Confirmed through the conversion intake.')}
     </div>
   );
 }

@@ -1,7 +1,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api } from '../api.ts';
 import { ResourceTable } from '../components/lists.tsx';
-import { describeEvents, EventPicker, isComingSoon } from '../events.tsx';
+import { describeEvents, EventPicker } from '../events.tsx';
 import { useAction, useResource, useTitle } from '../hooks.ts';
 import { href, navigate } from '../router.ts';
 import type { Destination, DestinationKind, DestinationWithSecret, Page } from '../types.ts';
@@ -224,7 +224,6 @@ export function DestinationEditPage({ tenantId, destinationId }: { tenantId: str
 
   if (res.error) return <ErrorAlert message={res.error.status === 404 ? 'No such destination (it may have been deleted).' : res.error.message} />;
   if (!d) return <Loading />;
-  const comingSoon = events.filter(isComingSoon);
 
   return (
     <>
@@ -268,7 +267,6 @@ export function DestinationEditPage({ tenantId, destinationId }: { tenantId: str
               />
             )}
             <EventPicker idPrefix="edit" value={events} onChange={setEvents} />
-            {comingSoon.length > 0 && <p class="hint">Selected coming-soon events ({comingSoon.join(', ')}) will be delivered once they become active.</p>}
           </ActionForm>
         </Card>
         <aside class="stack">
