@@ -24,6 +24,7 @@ import { startProjector } from './projector/projector.service.ts';
 import { startFanout } from './fanout/fanout.service.ts';
 import { buildStackApp, mountHttpServices } from './stack/http-services.ts';
 import { opsRoutes, probe, type Probe } from './stack/ops.routes.ts';
+import { startDerived } from './derived/derived.service.ts';
 import type { HealthSource, Problems } from './stack/readiness.ts';
 import { ShutdownSequence } from './stack/shutdown-sequence.ts';
 import { privateDataDir } from './stack/data-dir.ts';
@@ -67,6 +68,7 @@ export async function startStack(config: Config, log: Logger): Promise<Stack> {
     const health = sharedHealth(config, shared);
     if (core.services.has('projector')) health.push(await startProjectorService(core, clickhouse.client, shared));
     if (core.services.has('fanout')) health.push(await startFanoutService(core, shared, secrets.secretBox!, network));
+    if (core.services.has('derived')) health.push(await startDerivedService(core, shared));
     const { url, port } = await startHttp(core, shared, clickhouse.client, secrets, health);
     log.info({ url, services: [...core.services], kafka: cluster.describe, clickhouse: clickhouse.describe }, 'stack_started');
     return {
@@ -256,6 +258,29 @@ async function startFanoutService(core: Core, shared: Shared, secrets: SecretBox
   for (const c of fanout.consumers) shared.lag.watch(c.groupId, [...c.topics]);
   core.shutdown.add('fanout', () => fanout.stop(core.shutdown.budget(0.4)));
   return { name: 'fanout', problems: () => fanout.health() };
+}
+
+async function startDerivedService(core: Core, shared: Shared): Promise<HealthSource> {
+  const { config, kafka, admin, registry, topics, log, metrics } = core;
+  const derived = await startDerived({
+    kafka,
+    admin,
+    registry,
+    store: shared.store,
+    topics,
+    groupPrefix: config.KAFKA_TOPIC_PREFIX,
+    log: log.child({ component: 'derived' }),
+    metrics,
+    deadLetters: shared.deadLetters,
+    stallMs: config.CONSUMER_STALL_TIMEOUT_MS,
+    sessionTimeoutMs: config.KAFKA_SESSION_TIMEOUT_MS,
+    sessionIdleMs: config.DERIVED_SESSION_IDLE_MS,
+    tickMs: config.DERIVED_TICK_MS,
+    latenessMs: config.DERIVED_LATENESS_MS,
+  });
+  for (const c of derived.consumers) shared.lag.watch(c.groupId, [...c.topics]);
+  core.shutdown.add('derived', () => derived.stop());
+  return { name: 'derived', problems: () => derived.health() };
 }
 
 /**

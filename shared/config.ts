@@ -2,7 +2,7 @@ import { isIP } from 'node:net';
 import ipaddr from 'ipaddr.js';
 import { z } from 'zod';
 
-export const SERVICE_NAMES = ['ingest', 'projector', 'fanout', 'api', 'admin'] as const;
+export const SERVICE_NAMES = ['ingest', 'projector', 'fanout', 'derived', 'api', 'admin'] as const;
 export type ServiceName = (typeof SERVICE_NAMES)[number];
 
 const intFrom = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
@@ -123,6 +123,12 @@ export const ConfigSchema = z.object({
   /** A queued delivery (retry tier, deferral) runs up to this long after its due time, with every other one due by then. */
   WEBHOOK_DUE_BATCH_MS: intFrom(1000, 0),
   MAX_DESTINATIONS_PER_TENANT: intFrom(100, 1),
+  /** A session with no event (heartbeats included) for this long has ended, for the derived events. */
+  DERIVED_SESSION_IDLE_MS: intFrom(60_000, 100),
+  /** How often the derived-events service writes a tick (its stream time) onto each partition it owns. */
+  DERIVED_TICK_MS: intFrom(5000, 50),
+  /** A tick says the time this long ago: events may reach the by-visitor log this late and still count before a session ends. */
+  DERIVED_LATENESS_MS: intFrom(30_000, 0),
   CONSUMER_STALL_TIMEOUT_MS: intFrom(60000, 1000),
   KAFKA_SESSION_TIMEOUT_MS: intFrom(30000, 6000),
   PRODUCER_FAILURES_UNHEALTHY: intFrom(5, 1),

@@ -118,6 +118,16 @@ export function createMetrics() {
       name: 'webhook_deliveries_in_flight',
       help: 'Deliveries taken from Kafka and not yet done or handed to a retry tier',
     }),
+    derivedEvents: counter({
+      name: 'derived_events_total',
+      help: 'Events the derived-events service raised, by name',
+      labelNames: ['event'] as const,
+    }),
+    derivedRecords: counter({
+      name: 'derived_records_total',
+      help: 'Records the derived-events service committed, by stage (repartition, intent)',
+      labelNames: ['stage'] as const,
+    }),
     securityEvents: counter({
       name: 'security_events_total',
       help: 'Security events recorded, by kind',

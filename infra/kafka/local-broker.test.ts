@@ -10,6 +10,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Admin, type Consumer, type KafkaMessage, Kafka, logLevel, type Message } from 'kafkajs';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { retry } from '../../shared/retry.ts';
 import { ensureKafkaJars, KAFKA_VERSION, type LocalBroker, startLocalBroker } from './local-broker.ts';
 
 // The first run on a machine downloads about 45 MB of jars with Maven.
@@ -69,7 +70,11 @@ async function highWatermarks(topic: string): Promise<Map<number, string>> {
 
 async function committedOffsets(groupId: string, topic: string): Promise<Map<number, string>> {
   return withAdmin(async (admin) => {
-    const [result] = await admin.fetchOffsets({ groupId, topics: [topic] });
+    // Right after a restart the group coordinator may still be loading its offsets: asked again until it answers.
+    const [result] = await retry(() => admin.fetchOffsets({ groupId, topics: [topic] }), {
+      schedule: { initialMs: 100, maxMs: 1000, giveUpAfterMs: 30_000 },
+      isRetryable: (err) => /coordinator is loading|not the correct coordinator|coordinator is not available/i.test((err as Error).message),
+    });
     return new Map((result?.partitions ?? []).map((p) => [p.partition, p.offset]));
   });
 }

@@ -34,7 +34,7 @@ export class PoisonRecordError extends Error {
 export type Decoded<T> = { kind: 'value'; value: T } | { kind: 'tombstone' };
 
 /** Turns a message into a value or throws PoisonRecordError. */
-export type RecordDecoder<T> = (message: Pick<KafkaMessage, 'value'> & { key?: KafkaMessage['key'] }) => Decoded<T>;
+export type RecordDecoder<T> = (message: Pick<KafkaMessage, 'value'> & { key?: KafkaMessage['key']; headers?: KafkaMessage['headers'] }) => Decoded<T>;
 
 /**
  * The decoder of one subject: Confluent wire format → Avro (resolved to the

@@ -17,6 +17,8 @@ export const TOPIC_BASE = {
   webhookAttempts: 'webhooks.attempts.v1',
   securityEvents: 'security.events.v1',
   deadLetters: 'dead-letters.v1',
+  derivedByVisitor: 'derived.by-visitor.v1',
+  derivedState: 'derived.state.v1',
 } as const;
 
 /** The retry tiers in order: attempt n+1 after a failed attempt n waits on RETRY_TIERS[n-1]. */
@@ -83,6 +85,28 @@ export function topicDefinitions(topics: Topics, partitions: number): ITopicConf
       replicationFactor: -1,
       configEntries: [{ name: 'retention.ms', value: '-1' }],
     })),
+    // The derived-events service: player events keyed by visitor (its
+    // repartition), and its state's changelog, compacted, one partition per
+    // partition of the repartition.
+    {
+      topic: topics.derivedByVisitor,
+      numPartitions: partitions,
+      replicationFactor: -1,
+      configEntries: [
+        { name: 'retention.ms', value: String(7 * 24 * 3600 * 1000) },
+        { name: 'max.message.bytes', value: String(8 * 1024 * 1024) },
+      ],
+    },
+    {
+      topic: topics.derivedState,
+      numPartitions: partitions,
+      replicationFactor: -1,
+      configEntries: [
+        { name: 'cleanup.policy', value: 'compact' },
+        { name: 'min.compaction.lag.ms', value: '0' },
+        { name: 'segment.ms', value: String(60 * 60 * 1000) },
+      ],
+    },
     {
       // Records no consumer could read, with their original bytes: room for
       // the largest record any source topic accepts, plus the dlq-* headers.

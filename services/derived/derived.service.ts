@@ -1,0 +1,192 @@
+import type { Admin, Kafka, Producer } from 'kafkajs';
+import { PlayerEventRecord, playerEventViolation } from '../../schemas/records.ts';
+import type { SchemaRegistry } from '../../schemas/registry.ts';
+import type { ConfigStore } from '../../shared/config-store/config-store.ts';
+import { Changelog } from '../../shared/kafka/changelog.ts';
+import type { DeadLetterSink } from '../../shared/kafka/dead-letters.ts';
+import { playerEventKey } from '../../shared/kafka/event-keys.ts';
+import { groupProblems } from '../../shared/kafka/group-member.ts';
+import { recordDecoder, type Decoded } from '../../shared/kafka/poison.ts';
+import type { Topics } from '../../shared/kafka/topics.ts';
+import { TransactionalStage, type StageOutput } from '../../shared/kafka/transactional-stage.ts';
+import type { Logger } from '../../shared/logger.ts';
+import type { Metrics } from '../../shared/metrics.ts';
+import { applyEvent, applyTick, emptyState, type IntentSettings, type PartitionState, type RuleOptions, type SessionState, type Step, type VisitorState } from './intent-rules.ts';
+
+export interface DerivedDeps {
+  kafka: Kafka;
+  admin: Admin;
+  registry: SchemaRegistry;
+  store: ConfigStore;
+  topics: Topics;
+  groupPrefix: string;
+  log: Logger;
+  metrics: Metrics;
+  deadLetters: DeadLetterSink;
+  stallMs: number;
+  sessionTimeoutMs?: number;
+  sessionIdleMs: number;
+  tickMs: number;
+  latenessMs: number;
+}
+
+/** Defaults of the settings (docs/webhooks.md): a tenant's threshold, a video's offer window. */
+export const DEFAULT_THRESHOLD = 70;
+export const DEFAULT_OFFER_WINDOW_SEC = 60;
+/** How long an ended session is remembered, so that its late events do not open it again. */
+const ENDED_RETENTION_MS = 60 * 60 * 1000;
+const TICK = 'tick';
+const STREAM_TIME_KEY = 't';
+
+/** A record of the by-visitor log: a player event and where it was read, or a tick of stream time. */
+type ByVisitor = { kind: 'event'; event: PlayerEventRecord; srcPartition: number; srcOffset: number } | { kind: 'tick'; at: number };
+
+export interface DerivedService {
+  consumers: { groupId: string; topics: readonly string[] }[];
+  health(): Record<string, string>;
+  stop(): Promise<void>;
+}
+
+/**
+ * The derived-events service: reads player.events.v1 and raises the events
+ * of spec 6.1 that no player sends (high_intent_lead, reached_pitch,
+ * abandoned_before_pitch, abandoned_after_offer) onto the same topic, where
+ * the fan-out and the projector take them like any other. Two stages, each
+ * exactly once (shared/kafka/transactional-stage.ts):
+ *
+ * 1. repartition: player events, keyed by session, are copied keyed by
+ *    visitor onto derived.by-visitor.v1, with where each was read;
+ * 2. intent: per partition of that log, the visitors' and sessions' state
+ *    (services/derived/intent-rules.ts), kept in the compacted
+ *    derived.state.v1 and restored from it; each batch's derived events,
+ *    state changes and input offset commit in one transaction.
+ *
+ * Sessions end by stream time: each owner writes a tick onto its partitions
+ * every tickMs, so time is in the log and a replay decides the same.
+ */
+export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
+  const { kafka, admin, registry, store, topics, log, metrics } = deps;
+  const decodeEvent = recordDecoder(deps.registry, 'player-event', PlayerEventRecord, { avroRules: playerEventViolation });
+  const settings = (tenantId: string, videoId: string): IntentSettings => {
+    const tenant = store.tenants.get(tenantId) as { high_intent_threshold?: number } | undefined;
+    const video = store.videos.get(videoId) as { tenant_id: string; pitch_at_sec?: number | null; offer_window_sec?: number } | undefined;
+    const own = video?.tenant_id === tenantId ? video : undefined;
+    return {
+      threshold: tenant?.high_intent_threshold ?? DEFAULT_THRESHOLD,
+      pitchAtSec: own?.pitch_at_sec ?? null,
+      offerWindowSec: own?.offer_window_sec ?? DEFAULT_OFFER_WINDOW_SEC,
+    };
+  };
+  const rules: RuleOptions = { settings, sessionIdleMs: deps.sessionIdleMs, endedRetentionMs: ENDED_RETENTION_MS };
+  const member = { kafka, log, metrics, deadLetters: deps.deadLetters, stallMs: deps.stallMs, sessionTimeoutMs: deps.sessionTimeoutMs, admin };
+
+  const repartition = new TransactionalStage<PlayerEventRecord>({
+    ...member,
+    groupId: `${deps.groupPrefix}derived-repartition`,
+    transactionalIdPrefix: `${deps.groupPrefix}derived-repartition`,
+    topics: [topics.playerEvents],
+    decode: decodeEvent,
+    restore: async () => undefined,
+    process: (partition, records) => {
+      const out: StageOutput[] = [];
+      for (const { record, message } of records) {
+        if (record.kind !== 'value' || record.value.source === 'derived') continue;
+        const e = record.value;
+        out.push({
+          topic: topics.derivedByVisitor,
+          key: `${e.tenant_id}:${e.visitor_id}`,
+          value: message.value,
+          headers: { 'src-partition': String(partition), 'src-offset': message.offset },
+        });
+      }
+      return out;
+    },
+    onCommitted: (_p, n) => metrics.derivedRecords.inc({ stage: 'repartition' }, n),
+  });
+
+  const changelog = new Changelog({ kafka, admin, topic: topics.derivedState, log, metrics, deadLetters: deps.deadLetters, stallMs: deps.stallMs });
+  const states = new Map<number, PartitionState>();
+  const intent = new TransactionalStage<ByVisitor>({
+    ...member,
+    groupId: `${deps.groupPrefix}derived-intent`,
+    transactionalIdPrefix: `${deps.groupPrefix}derived-intent`,
+    topics: [topics.derivedByVisitor],
+    decode: (message): Decoded<ByVisitor> => {
+      const tick = message.headers?.[TICK];
+      if (tick !== undefined) return { kind: 'value', value: { kind: 'tick', at: Number(String(tick)) } };
+      const event = decodeEvent(message);
+      if (event.kind !== 'value') return event;
+      const srcPartition = Number(String(message.headers?.['src-partition'] ?? '-1'));
+      return { kind: 'value', value: { kind: 'event', event: event.value, srcPartition, srcOffset: Number(String(message.headers?.['src-offset'] ?? '-1')) } };
+    },
+    restore: async (partition) => {
+      await changelog.caughtUp(partition, intent.member.stopSignal);
+      states.set(partition, restoreState(changelog.values(partition)));
+    },
+    process: (partition, records) => {
+      const state = states.get(partition)!;
+      const events: PlayerEventRecord[] = [];
+      const changed = new Map<string, VisitorState | SessionState | null>();
+      const take = (step: Step) => {
+        events.push(...step.events);
+        for (const [k, v] of step.changed) changed.set(k, v);
+      };
+      for (const { record } of records) {
+        if (record.kind !== 'value') continue;
+        const r = record.value;
+        take(r.kind === 'tick' ? applyTick(state, r.at, rules) : applyEvent(state, r.event, r.srcPartition, r.srcOffset, rules));
+      }
+      const out: StageOutput[] = events.map((e) => ({ topic: topics.playerEvents, key: playerEventKey(e.tenant_id, e.session_id), value: registry.encode('player-event', e) }));
+      for (const [key, value] of changed) out.push({ topic: topics.derivedState, partition, key, value: value === null ? null : Buffer.from(JSON.stringify(value)) });
+      out.push({ topic: topics.derivedState, partition, key: STREAM_TIME_KEY, value: Buffer.from(JSON.stringify(state.streamTime)) });
+      for (const e of events) metrics.derivedEvents.inc({ event: e.event_name });
+      return out;
+    },
+    onCommitted: (_p, n) => metrics.derivedRecords.inc({ stage: 'intent' }, n),
+  });
+
+  const ticks: Producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
+  await ticks.connect();
+  await changelog.start();
+  await repartition.start();
+  await intent.start();
+  const timer = setInterval(() => {
+    const at = Date.now() - deps.latenessMs;
+    const owned = intent.owned;
+    if (owned.length === 0) return;
+    ticks
+      .send({ topic: topics.derivedByVisitor, messages: owned.map((partition) => ({ partition, key: TICK, value: Buffer.from(TICK), headers: { [TICK]: String(at) } })) })
+      .catch((err: Error) => log.warn({ err: { message: err.message } }, 'derived_tick_failed'));
+  }, deps.tickMs);
+  timer.unref();
+  log.info({ groups: [repartition.groupId, intent.groupId] }, 'derived_started');
+
+  return {
+    consumers: [repartition, intent].map((s) => ({ groupId: s.groupId, topics: s.topics })),
+    health: () => ({ ...groupProblems([repartition, intent]), ...(changelog.health() ? { [changelog.groupId]: changelog.health()! } : {}) }),
+    stop: async () => {
+      clearInterval(timer);
+      await repartition.stop();
+      await intent.stop();
+      await changelog.stop();
+      await ticks.disconnect();
+    },
+  };
+}
+
+/** A partition's state from its changelog values. */
+export function restoreState(values: ReadonlyMap<string, Buffer>): PartitionState {
+  const state = emptyState();
+  const open: SessionState[] = [];
+  const ended: SessionState[] = [];
+  for (const [key, value] of values) {
+    const parsed: unknown = JSON.parse(value.toString('utf8'));
+    if (key === STREAM_TIME_KEY) state.streamTime = parsed as number;
+    else if (key.startsWith('v:')) state.visitors.set(key, parsed as VisitorState);
+    else if (key.startsWith('s:')) ((parsed as SessionState).endedAt === null ? open : ended).push(parsed as SessionState);
+  }
+  // The rules read sessions in the order they were last seen, or ended.
+  for (const s of open.sort((a, b) => a.seenAt - b.seenAt)) state.sessions.set(`s:${s.tenant_id}:${s.session_id}`, s);
+  for (const s of ended.sort((a, b) => a.endedAt! - b.endedAt!)) state.ended.set(`s:${s.tenant_id}:${s.session_id}`, s);
+  return state;
+}

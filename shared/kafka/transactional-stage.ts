@@ -1,0 +1,173 @@
+import type { Admin, EachBatchPayload, KafkaMessage, Message, Producer } from 'kafkajs';
+import { GroupMember, type GroupMemberOptions } from './group-member.ts';
+import { JavaCompatiblePartitioner } from './partitioner.ts';
+import type { Decoded } from './poison.ts';
+
+/** A record a stage writes: to `topic`, on `partition` when given, else by its key. */
+export interface StageOutput extends Message {
+  topic: string;
+}
+
+export interface TransactionalStageOptions<T> extends GroupMemberOptions<T> {
+  admin: Admin;
+  /** Prefix of the stage's transactional ids: one per input partition, `<prefix>-<partition>`. */
+  transactionalIdPrefix: string;
+  /**
+   * Called when the stage takes a partition on (at every assignment, and
+   * after a failed transaction), once the partition's previous writer is
+   * fenced: load its state as of the committed offset.
+   */
+  restore: (partition: number) => Promise<void>;
+  /**
+   * What one fetched batch of a partition (in offset order, poison left out)
+   * writes. It may keep state: a failed transaction restores the partition
+   * before it reads again.
+   */
+  process: (partition: number, records: { record: Decoded<T>; message: KafkaMessage }[]) => StageOutput[];
+  /** After a batch's transaction committed. */
+  onCommitted?: (partition: number, records: number, outputs: number) => void;
+}
+
+interface Owned {
+  generation: number;
+  producer: Producer;
+}
+
+/**
+ * Consume, transform and produce exactly once: each fetched batch's output
+ * and its input offset are written in one Kafka transaction, by the
+ * transactional producer of the input partition (`<prefix>-<partition>`, the
+ * design of Kafka Streams before KIP-447). When a member takes a partition
+ * on, it starts that producer anew, which aborts whatever transaction a
+ * previous owner left open (killed, or cut off in a rebalance) and fences
+ * that owner out; only then does it read the committed offset and restore
+ * the state, so nothing is written twice and nothing is skipped. The
+ * member's input is read `read_committed`.
+ *
+ * NOTE: one producer per owned partition: kafkajs has no consumer-group
+ * fencing of transactions (KIP-447), which would allow one per process.
+ */
+export class TransactionalStage<T> {
+  readonly member: GroupMember<T>;
+  readonly #opts: TransactionalStageOptions<T>;
+  readonly #owned = new Map<number, Owned>();
+  #generation = 0;
+
+  constructor(opts: TransactionalStageOptions<T>) {
+    this.#opts = opts;
+    this.member = new GroupMember<T>(
+      { ...opts, consumer: { maxWaitTimeInMs: 50, maxBytes: 1024 * 1024, maxBytesPerPartition: 256 * 1024, ...opts.consumer, readUncommitted: false } },
+      {
+        onRevoked: () => {
+          this.#generation++;
+        },
+        // Markers are committed with the next batch's transaction.
+        onSkippedRecords: () => undefined,
+        busy: () => this.member.failing !== undefined,
+        run: (consumer) => consumer.run({ autoCommit: false, eachBatchAutoResolve: false, partitionsConsumedConcurrently: 8, eachBatch: (p) => this.#eachBatch(p) }),
+      },
+    );
+  }
+
+  get groupId(): string {
+    return this.member.groupId;
+  }
+
+  get topics(): readonly string[] {
+    return this.member.topics;
+  }
+
+  /** The partitions of the input this member owns and has taken on. */
+  get owned(): number[] {
+    return [...this.#owned.keys()].filter((p) => this.member.owns(this.topics[0]!, p));
+  }
+
+  health(now?: number): string | undefined {
+    return this.member.health(now);
+  }
+
+  start(): Promise<void> {
+    return this.member.start();
+  }
+
+  /** Stops fetching; the batch in hand finishes its transaction; leaves the group. */
+  async stop(): Promise<void> {
+    this.member.beginStop();
+    await this.member.consumer.disconnect();
+    await Promise.all([...this.#owned.values()].map((o) => o.producer.disconnect().catch(() => undefined)));
+    this.#owned.clear();
+  }
+
+  async #eachBatch({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
+    const { topic, partition, messages } = batch;
+    const current = this.member.batchCheck({ isRunning, isStale });
+    if (!current()) return;
+    let owned = this.#owned.get(partition);
+    if (!owned || owned.generation !== this.#generation) {
+      owned = await this.#takeOn(topic, partition, messages[0]?.offset ?? batch.firstOffset() ?? '0');
+      if (!owned) return;
+    }
+    if (messages.length === 0 || !current()) return;
+
+    const records: { record: Decoded<T>; message: KafkaMessage }[] = [];
+    for (const message of messages) {
+      const outcome = this.member.outcome(topic, partition, message);
+      if (outcome.kind === 'poison') await this.#opts.deadLetters.send([outcome.letter]);
+      else records.push({ record: outcome.record, message });
+    }
+    const next = String(BigInt(batch.lastOffset()) + 1n);
+    let outputs: StageOutput[] = [];
+    const tx = await owned.producer.transaction();
+    try {
+      outputs = this.#opts.process(partition, records);
+      const byTopic = new Map<string, Message[]>();
+      for (const { topic: out, ...m } of outputs) byTopic.set(out, [...(byTopic.get(out) ?? []), m]);
+      if (byTopic.size > 0) await tx.sendBatch({ topicMessages: [...byTopic].map(([t, ms]) => ({ topic: t, messages: ms })) });
+      await tx.sendOffsets({ consumerGroupId: this.groupId, topics: [{ topic, partitions: [{ partition, offset: next }] }] });
+      await tx.commit();
+    } catch (err) {
+      await tx.abort().catch(() => undefined);
+      // The state moved past what was committed: take the partition on
+      // afresh (restore, and read from the committed offset) before the next batch.
+      this.#owned.delete(partition);
+      await owned.producer.disconnect().catch(() => undefined);
+      this.member.transientFailure(err);
+      throw err;
+    }
+    resolveOffset(batch.lastOffset());
+    this.member.progress();
+    if (this.member.failing !== undefined) this.member.recovered();
+    this.#opts.onCommitted?.(partition, records.length, outputs.length);
+    await heartbeat();
+  }
+
+  /**
+   * Starts the partition's producer (fencing its previous writer), restores
+   * its state and makes sure reading goes on from the committed offset.
+   * Undefined when the fetch was not from there (it was sought back).
+   */
+  async #takeOn(topic: string, partition: number, fetchedFrom: string): Promise<Owned | undefined> {
+    const generation = this.#generation;
+    const old = this.#owned.get(partition);
+    this.#owned.delete(partition);
+    await old?.producer.disconnect().catch(() => undefined);
+    const producer = this.#opts.kafka.producer({
+      transactionalId: `${this.#opts.transactionalIdPrefix}-${partition}`,
+      idempotent: true,
+      maxInFlightRequests: 1,
+      createPartitioner: JavaCompatiblePartitioner,
+    });
+    await producer.connect();
+    // After the fence: a transaction of the previous owner is now committed or aborted.
+    const [committed] = await this.#opts.admin.fetchOffsets({ groupId: this.groupId, topics: [topic] });
+    const at = committed?.partitions.find((p) => p.partition === partition)?.offset ?? '-1';
+    await this.#opts.restore(partition);
+    const owned = { generation, producer };
+    this.#owned.set(partition, owned);
+    if (at !== '-1' && at !== fetchedFrom) {
+      this.member.consumer.seek({ topic, partition, offset: at });
+      return undefined;
+    }
+    return owned;
+  }
+}

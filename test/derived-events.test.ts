@@ -1,0 +1,102 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { verifyWebhook } from '../shared/webhooks/verify.ts';
+import { startHttpsReceiver, type HttpsReceiver, type ReceivedRequest } from './helpers/https-receiver.ts';
+import { TestStack, eventually, type TestTenant } from './helpers/stack.ts';
+
+/**
+ * The events the service raises itself, from player events (or a
+ * conversion) to a signed delivery at a real HTTPS receiver.
+ */
+describe('derived events, end to end', () => {
+  let s: TestStack;
+  let rx: HttpsReceiver;
+  let t: TestTenant;
+  const secrets = new Map<string, string>();
+
+  beforeAll(async () => {
+    rx = await startHttpsReceiver();
+    // Sessions end after 1.5 s without events; ticks every 200 ms, 300 ms late.
+    s = await TestStack.start({ DERIVED_SESSION_IDLE_MS: '1500', DERIVED_TICK_MS: '200', DERIVED_LATENESS_MS: '300', ...rx.env });
+    t = await s.createTenant();
+  });
+  afterAll(async () => {
+    await s?.stop();
+    await rx?.close();
+  });
+
+  /** A destination that selects `events`, at its own path. */
+  const destination = async (path: string, events: string[]) => {
+    const res = await s.admin('POST', `/tenants/${t.id}/destinations`, { name: path, url: rx.url(path), events });
+    expect(res.status, res.text).toBe(201);
+    secrets.set(path, res.body.secret);
+  };
+
+  /** The deliveries at `path` once there are `n`, each checked against its signature. */
+  const delivered = async (path: string, n: number): Promise<(ReceivedRequest & { body: any })[]> => {
+    const got = await eventually(async () => (rx.to(path).length >= n ? rx.to(path) : undefined), 30_000, 100);
+    return got.map((r) => {
+      const verdict = verifyWebhook({ secret: secrets.get(path)!, rawBody: r.rawBody, headers: r.headers as Record<string, string> });
+      expect(verdict, JSON.stringify(verdict)).toMatchObject({ ok: true });
+      return { ...r, body: JSON.parse(r.rawBody.toString('utf8')) };
+    });
+  };
+
+  it('high_intent_lead: once, when the score first reaches the threshold (70), with the score and its factors', async () => {
+    await destination('/leads', ['high_intent_lead']);
+    const base = { video_id: t.videoId, visitor_id: 'vis_lead', session_id: 'ses_lead', external_lead_id: 'crm-42' };
+    // watched 100 % → 40, all of play time focused → +20: 60, below the threshold.
+    expect((await s.collect(t.player_key, [{ ...base, event_name: 'watched_90_percent', watched_percentage: 100, current_time: 108 }, { ...base, event_name: 'heartbeat', play_ms: 5000, focus_ms: 5000 }])).status).toBe(202);
+    // One CTA click: +12.5 → 73. Then a second click (85): no second lead.
+    expect((await s.collect(t.player_key, [{ ...base, event_name: 'cta_clicked', current_time: 110 }])).status).toBe(202);
+    expect((await s.collect(t.player_key, [{ ...base, event_name: 'cta_clicked', current_time: 111 }])).status).toBe(202);
+    const [lead] = await delivered('/leads', 1);
+    expect(lead!.headers['x-player-event']).toBe('high_intent_lead');
+    expect(lead!.body).toMatchObject({
+      tenant_id: t.id,
+      visitor_id: 'vis_lead',
+      session_id: 'ses_lead',
+      event_name: 'high_intent_lead',
+      external_lead_id: 'crm-42',
+      current_time: 110,
+      score: 73,
+      score_version: 1,
+      factors: { watched_percent: 1, focus_time_ratio: 1, cta_clicks: 1, rewinds: 0 },
+    });
+    // The read API agrees with the score that crossed (it has the second click by now: 85).
+    const score = await s.api(`/visitors/vis_lead/score`, t.apiKey);
+    expect(score.status).toBe(200);
+    expect(score.body.score).toBeGreaterThanOrEqual(73);
+    // The derived event is in the events API under its name.
+    await expect.poll(async () => (await s.allEvents(t.videoId, t.apiKey)).filter((e) => e.event === 'high_intent_lead').length, { timeout: 20_000 }).toBe(1);
+    await s.fanoutIdle();
+    expect(rx.to('/leads')).toHaveLength(1);
+  });
+
+  it('conversion: each accepted /api/public/conversion is delivered with its value and currency', async () => {
+    await destination('/conversions', ['conversion']);
+    const res = await s.request('POST', '/api/public/conversion', {
+      token: t.apiKey,
+      body: { visitor_id: 'vis_buyer', session_id: 'ses_buyer', video_id: t.videoId, value: 49.9, currency: 'EUR', external_lead_id: 'crm-7' },
+    });
+    expect(res.status, res.text).toBe(202);
+    const [conversion] = await delivered('/conversions', 1);
+    expect(conversion!.headers['x-player-event']).toBe('conversion');
+    expect(conversion!.body).toMatchObject({ event_name: 'conversion', visitor_id: 'vis_buyer', external_lead_id: 'crm-7', conversion_value: 49.9, conversion_currency: 'EUR' });
+  });
+
+  it('abandoned_after_offer: the session ends (session_ended, or its events stop) within the window after cta_shown, without a click', async () => {
+    await destination('/offer', ['abandoned_after_offer']);
+    const shown = { video_id: t.videoId, event_name: 'cta_shown', current_time: 90 };
+    expect((await s.collect(t.player_key, [{ ...shown, visitor_id: 'vis_left', session_id: 'ses_left' }, { video_id: t.videoId, event_name: 'session_ended', visitor_id: 'vis_left', session_id: 'ses_left', current_time: 95 }])).status).toBe(202);
+    // This one sends no session_ended: its heartbeats stop, and the session ends by time.
+    expect((await s.collect(t.player_key, [{ ...shown, visitor_id: 'vis_gone', session_id: 'ses_gone' }])).status).toBe(202);
+    // This one clicks: not abandoned.
+    expect((await s.collect(t.player_key, [{ ...shown, visitor_id: 'vis_kept', session_id: 'ses_kept' }, { video_id: t.videoId, event_name: 'cta_clicked', visitor_id: 'vis_kept', session_id: 'ses_kept' }, { video_id: t.videoId, event_name: 'session_ended', visitor_id: 'vis_kept', session_id: 'ses_kept' }])).status).toBe(202);
+    const got = await delivered('/offer', 2);
+    expect(got.map((r) => r.body.session_id).sort()).toEqual(['ses_gone', 'ses_left']);
+    expect(got.every((r) => r.headers['x-player-event'] === 'abandoned_after_offer')).toBe(true);
+    await new Promise((r) => setTimeout(r, 2500)); // past another idle period: nothing more
+    await s.fanoutIdle();
+    expect(rx.to('/offer')).toHaveLength(2);
+  });
+});
