@@ -24,6 +24,8 @@
  *   node --disable-warning=TimeoutNegativeWarning bench/webhooks.ts
  *
  * BENCH_QUICK=1 shrinks every phase (for checking the harness, not for figures).
+ * BENCH_PHASES=latency runs the latency rounds alone (BENCH_WEBHOOK_LATENCY_ROUNDS
+ * rounds per mode, default 3).
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
@@ -51,10 +53,17 @@ import type { ProcessStats } from './worker-protocol.ts';
 import { JavaCompatiblePartitioner } from '../shared/kafka/partitioner.ts';
 
 const QUICK = process.env.BENCH_QUICK === '1';
+/**
+ * BENCH_PHASES=latency runs (and reports) the latency rounds alone: the
+ * warm-up, the healthy-only rounds, then the rounds beside the dead
+ * destination; no throughput, profiled or fan-size rounds.
+ */
+const ONLY_LATENCY = process.env.BENCH_PHASES === 'latency';
+if (process.env.BENCH_PHASES && !ONLY_LATENCY) throw new Error(`BENCH_PHASES must be latency, not ${process.env.BENCH_PHASES}`);
 const PLAN = {
   /** Events per throughput round (each one delivery to the healthy destination). */
   events: Number(process.env.BENCH_WEBHOOK_EVENTS ?? (QUICK ? 1000 : 6000)),
-  rounds: QUICK ? 1 : 3,
+  rounds: ONLY_LATENCY ? 0 : QUICK ? 1 : 3,
   batch: 50,
   /**
    * Most events accepted by intake and not yet received (closed loop). Kept
@@ -86,7 +95,7 @@ const PLAN = {
   rate: Number(process.env.BENCH_WEBHOOK_RATE ?? 200),
   latencySec: QUICK ? 5 : 15,
   /** Latency rounds per mode (healthy only, then beside the dead destination); medians of their p99s are compared. */
-  latencyRounds: QUICK ? 1 : 3,
+  latencyRounds: Number(process.env.BENCH_WEBHOOK_LATENCY_ROUNDS ?? (QUICK ? 1 : 3)),
   latencyDrainMs: 20_000,
   /** Events per collect request in the latency phases (one request every batch/rate seconds). */
   latencyBatch: Number(process.env.BENCH_WEBHOOK_LATENCY_BATCH ?? 10),
@@ -309,6 +318,7 @@ async function main(): Promise<void> {
     out(`machine     ${cpus.length} × ${cpus[0]?.model ?? 'unknown CPU'}, ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB RAM, ${os.type()} ${os.release()} ${os.arch()}`);
     out(`load avg    ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} (1/5/15 min, at start; the machine is shared)`);
     out(`node        ${process.version}`);
+    if (ONLY_LATENCY) out(`phases      BENCH_PHASES=latency: the latency rounds only (${PLAN.latencyRounds} per mode)`);
     out(`kafka       ${external ? `external at ${external}` : `Apache Kafka ${KAFKA_VERSION}, local single-node KRaft broker (JVM), same machine`}`);
     out(
       `stack       SERVICES=ingest,fanout,admin in a child process; WEBHOOK_TIMEOUT_MS=${PLAN.webhookTimeoutMs} (set by the bench), ` +
@@ -772,7 +782,7 @@ async function main(): Promise<void> {
     // measured rounds, so it costs them nothing): where a delivery's CPU goes.
     type ProfiledRound = { summary: ProfileSummary; deliveries: number; rate: number; cores: number };
     let profiled: { fanout: ProfiledRound; raw: ProfiledRound } | undefined;
-    if (process.env.BENCH_WEBHOOK_PROFILE !== '0') {
+    if (!ONLY_LATENCY && process.env.BENCH_WEBHOOK_PROFILE !== '0') {
       progress('profiled rounds: fan-out, then raw loop, with the V8 profiler on');
       await worker.rpc({ op: 'profileStart' });
       const f = await fanoutRound('P0');
@@ -842,7 +852,7 @@ async function main(): Promise<void> {
       return { rate: sink.rate, received: sink.count, expected: (sent - lost) * dests, duplicates: sink.duplicates, cores, load, wallSec: (sink.last - started) / 1000 };
     };
     const fanSizes: { dests: number; rounds: Awaited<ReturnType<typeof fanRound>>[]; raw: RoundResult[] }[] = [];
-    for (const dests of PLAN.fanSizes) {
+    for (const dests of ONLY_LATENCY ? [] : PLAN.fanSizes) {
       while (fanDests < dests) {
         await http.json('POST', `/admin/v1/tenants/${fanTenant.tenant.id}/destinations`, {
           token: adminToken,
@@ -901,92 +911,94 @@ async function main(): Promise<void> {
     const mRaw = med(rawRounds);
     const mHealthy = med(fanHealthy);
     const mDead = med(fanDead);
-    out(`## 1. Deliveries/s: fan-out vs raw HTTPS POST loop (${PLAN.rounds} rounds each, interleaved; ${fmtInt(PLAN.events)} deliveries per round; healthy destination ${okDest.id} selecting video_play)`);
-    out(`fan-out fed through POST /v1/collect in batches of ${PLAN.batch}, closed loop with at most ${PLAN.window} events accepted and not yet received; rate = (received − 1) / (last receipt − first receipt)`);
-    out(
-      `warm-up: ${fmtInt(PLAN.warmupFanoutEvents)} events, then ${warmup.length} round(s) of ${fmtInt(PLAN.events)} until the broker's CPU per delivery settled: ` +
-        (warmup.map((w) => `${fmtInt(w.rate)}/s at ${w.brokerUs.toFixed(0)} µs`).join(', ') || 'none'),
-    );
-    out();
-    const roundRows = (label: string, rs: RoundResult[]) =>
-      rs.map((r, i) => [
-        `${label} #${i + 1}`,
-        `${fmtInt(r.rate)}/s`,
-        `${r.received}/${r.expected}`,
-        `${r.wallSec.toFixed(1)} s`,
-        fmtMs(r.attemptMeanMs),
-        Number.isFinite(r.heldMean) ? r.heldMean.toFixed(0) : '',
-        Number.isFinite(r.ackP50) ? fmtMs(r.ackP50) : '',
-        String(r.deferrals),
-        String(r.duplicates),
-        r.load.toFixed(1),
-        fmtCores(r.cores),
-      ]);
-    out(
-      table([
-        ['round', 'deliveries/s', 'received', 'send→last', 'mean attempt', 'held', 'collect p50', 'deferred', 'dups', 'load1', 'CPU cores used'],
-        ...roundRows('raw loop', rawRounds),
-        ...roundRows('fan-out, healthy only', fanHealthy),
-        ...roundRows('fan-out, + dead dest', fanDead),
-      ]),
-    );
-    out();
-    out(
-      table([
-        ['measure', 'median deliveries/s', 'rounds', 'vs raw'],
-        [`raw HttpsDeliveryClient loop, ${lane} in flight`, fmtInt(mRaw), rawRounds.map((r) => fmtInt(r.rate)).join(' / '), '1.00×'],
-        ['fan-out, one healthy destination', fmtInt(mHealthy), fanHealthy.map((r) => fmtInt(r.rate)).join(' / '), fmtRatio(mHealthy / mRaw)],
-        ['fan-out, healthy + dead destination (healthy deliveries)', fmtInt(mDead), fanDead.map((r) => fmtInt(r.rate)).join(' / '), fmtRatio(mDead / mRaw)],
-        [`produce probe: ${lane} callers, 1 record (${PLAN.probeBytes} B)/send, acks=-1, idempotent, maxInFlightRequests 1`, fmtInt(median(probes)), probes.map(fmtInt).join(' / '), fmtRatio(median(probes) / mRaw)],
-      ]),
-    );
-    out();
-    out(`fan-out / raw (healthy only)     ${fmtRatio(mHealthy / mRaw)}`);
-    out(`fan-out / raw (beside a dead)    ${fmtRatio(mDead / mRaw)}`);
-    out(`with dead / without              ${fmtRatio(mDead / mHealthy)}`);
-    out(`fan-out / produce probe          ${fmtRatio(mHealthy / median(probes))}  (each attempt's records go through one such send, after the attempt has left its lane slot)`);
-    if (profiled) {
-      const { fanout: f, raw: r } = profiled;
+    if (!ONLY_LATENCY) {
+      out(`## 1. Deliveries/s: fan-out vs raw HTTPS POST loop (${PLAN.rounds} rounds each, interleaved; ${fmtInt(PLAN.events)} deliveries per round; healthy destination ${okDest.id} selecting video_play)`);
+      out(`fan-out fed through POST /v1/collect in batches of ${PLAN.batch}, closed loop with at most ${PLAN.window} events accepted and not yet received; rate = (received − 1) / (last receipt − first receipt)`);
+      out(
+        `warm-up: ${fmtInt(PLAN.warmupFanoutEvents)} events, then ${warmup.length} round(s) of ${fmtInt(PLAN.events)} until the broker's CPU per delivery settled: ` +
+          (warmup.map((w) => `${fmtInt(w.rate)}/s at ${w.brokerUs.toFixed(0)} µs`).join(', ') || 'none'),
+      );
       out();
-      out(`Where a delivery's CPU goes: one more round of each with the V8 profiler on in its process, after the measured rounds (fan-out ${fmtInt(f.rate)}/s, stack ${f.cores.toFixed(2)} cores; raw loop ${fmtInt(r.rate)}/s, ${r.cores.toFixed(2)} cores). The stack's main thread only: TLS encryption and socket writes are native frames ("(program) / native"); samples are wall-clock, so time a thread spends preempted inside a loopback write (which wakes the broker or the receiver on the same 2 cores) counts there too. The stack also runs the intake of each event.`);
-      for (const line of formatProfileComparison({ label: 'fan-out', summary: f.summary, events: f.deliveries }, { label: 'raw loop', summary: r.summary, events: r.deliveries }, 'delivery')) out(line);
-      out('top self-time functions of the stack (busy):');
-      for (const [k, us] of f.summary.top) out(`  ${((us / f.summary.busyUs) * 100).toFixed(1).padStart(5)}%  ${k}`);
+      const roundRows = (label: string, rs: RoundResult[]) =>
+        rs.map((r, i) => [
+          `${label} #${i + 1}`,
+          `${fmtInt(r.rate)}/s`,
+          `${r.received}/${r.expected}`,
+          `${r.wallSec.toFixed(1)} s`,
+          fmtMs(r.attemptMeanMs),
+          Number.isFinite(r.heldMean) ? r.heldMean.toFixed(0) : '',
+          Number.isFinite(r.ackP50) ? fmtMs(r.ackP50) : '',
+          String(r.deferrals),
+          String(r.duplicates),
+          r.load.toFixed(1),
+          fmtCores(r.cores),
+        ]);
+      out(
+        table([
+          ['round', 'deliveries/s', 'received', 'send→last', 'mean attempt', 'held', 'collect p50', 'deferred', 'dups', 'load1', 'CPU cores used'],
+          ...roundRows('raw loop', rawRounds),
+          ...roundRows('fan-out, healthy only', fanHealthy),
+          ...roundRows('fan-out, + dead dest', fanDead),
+        ]),
+      );
+      out();
+      out(
+        table([
+          ['measure', 'median deliveries/s', 'rounds', 'vs raw'],
+          [`raw HttpsDeliveryClient loop, ${lane} in flight`, fmtInt(mRaw), rawRounds.map((r) => fmtInt(r.rate)).join(' / '), '1.00×'],
+          ['fan-out, one healthy destination', fmtInt(mHealthy), fanHealthy.map((r) => fmtInt(r.rate)).join(' / '), fmtRatio(mHealthy / mRaw)],
+          ['fan-out, healthy + dead destination (healthy deliveries)', fmtInt(mDead), fanDead.map((r) => fmtInt(r.rate)).join(' / '), fmtRatio(mDead / mRaw)],
+          [`produce probe: ${lane} callers, 1 record (${PLAN.probeBytes} B)/send, acks=-1, idempotent, maxInFlightRequests 1`, fmtInt(median(probes)), probes.map(fmtInt).join(' / '), fmtRatio(median(probes) / mRaw)],
+        ]),
+      );
+      out();
+      out(`fan-out / raw (healthy only)     ${fmtRatio(mHealthy / mRaw)}`);
+      out(`fan-out / raw (beside a dead)    ${fmtRatio(mDead / mRaw)}`);
+      out(`with dead / without              ${fmtRatio(mDead / mHealthy)}`);
+      out(`fan-out / produce probe          ${fmtRatio(mHealthy / median(probes))}  (each attempt's records go through one such send, after the attempt has left its lane slot)`);
+      if (profiled) {
+        const { fanout: f, raw: r } = profiled;
+        out();
+        out(`Where a delivery's CPU goes: one more round of each with the V8 profiler on in its process, after the measured rounds (fan-out ${fmtInt(f.rate)}/s, stack ${f.cores.toFixed(2)} cores; raw loop ${fmtInt(r.rate)}/s, ${r.cores.toFixed(2)} cores). The stack's main thread only: TLS encryption and socket writes are native frames ("(program) / native"); samples are wall-clock, so time a thread spends preempted inside a loopback write (which wakes the broker or the receiver on the same 2 cores) counts there too. The stack also runs the intake of each event.`);
+        for (const line of formatProfileComparison({ label: 'fan-out', summary: f.summary, events: f.deliveries }, { label: 'raw loop', summary: r.summary, events: r.deliveries }, 'delivery')) out(line);
+        out('top self-time functions of the stack (busy):');
+        for (const [k, us] of f.summary.top) out(`  ${((us / f.summary.busyUs) * 100).toFixed(1).padStart(5)}%  ${k}`);
+      }
+      out('held = mean events the fan-out had taken from Kafka and not finished (sampled every 250 ms); deferred = lane-full hand-offs to webhooks.retry.1m (due with the first retry tier, no attempt used)');
+      out('attempts per fan-out round (outcome/error_class, from the stack\'s /metrics):');
+      for (const [label, rs] of [['healthy', fanHealthy], ['+dead', fanDead]] as const) {
+        rs.forEach((r, i) => out(`  ${label} #${i + 1}: ${r.attempts}; retry.1m appends ${r.retry1}; dead-destination requests received ${r.deadAttempts}; collect errors ${r.errors}`));
+      }
+      out();
+      out(`## 1b. Fan-out cost as destinations grow (issue 9, item 5): one tenant, N healthy destinations all selecting video_play, ${fmtInt(PLAN.fanDeliveries)} deliveries per round, ${PLAN.rounds} rounds per size, closed loop (≤ ${PLAN.window} events not yet delivered everywhere)`);
+      out('per destination / raw = (total / N) against the raw loop with one lane in flight (the same per-destination concurrency);');
+      out(`total / raw = total against the raw loop with ${lane} × N posts in flight to one receiver, one connection pool per emulated destination as the fan-out keeps, and at most 16 requests at once per host, as for the fan-out (the same concurrency summed over the destinations). Target (item 5): ≥ 0.85× the raw loop at the same per-destination concurrency.`);
+      out();
+      out(
+        table([
+          ['destinations', 'total deliveries/s (median)', 'rounds', 'per destination/s', 'per dest / raw (lane)', `raw loop, ${lane}×N in flight`, 'total / raw (lane×N)', 'received', 'dups', 'load1', 'CPU cores used (last round)'],
+          ...fanSizes.map((f) => {
+            const m = median(f.rounds.map((r) => r.rate));
+            const rawN = f.dests === 1 ? mRaw : median(f.raw.map((r) => r.rate));
+            const last = f.rounds.at(-1)!;
+            return [
+              String(f.dests),
+              fmtInt(m),
+              f.rounds.map((r) => fmtInt(r.rate)).join(' / '),
+              fmtInt(m / f.dests),
+              fmtRatio(m / f.dests / mRaw),
+              `${fmtInt(rawN)}${f.dests === 1 ? ' (§1)' : ` (${f.raw.map((r) => fmtInt(r.rate)).join(' / ')})`}`,
+              fmtRatio(m / rawN),
+              f.rounds.map((r) => `${r.received}/${r.expected}`).join(' '),
+              String(f.rounds.reduce((n, r) => n + r.duplicates, 0)),
+              last.load.toFixed(1),
+              fmtCores(last.cores),
+            ];
+          }),
+        ]),
+      );
+      out();
     }
-    out('held = mean events the fan-out had taken from Kafka and not finished (sampled every 250 ms); deferred = lane-full hand-offs to webhooks.retry.1m (due with the first retry tier, no attempt used)');
-    out('attempts per fan-out round (outcome/error_class, from the stack\'s /metrics):');
-    for (const [label, rs] of [['healthy', fanHealthy], ['+dead', fanDead]] as const) {
-      rs.forEach((r, i) => out(`  ${label} #${i + 1}: ${r.attempts}; retry.1m appends ${r.retry1}; dead-destination requests received ${r.deadAttempts}; collect errors ${r.errors}`));
-    }
-    out();
-    out(`## 1b. Fan-out cost as destinations grow (issue 9, item 5): one tenant, N healthy destinations all selecting video_play, ${fmtInt(PLAN.fanDeliveries)} deliveries per round, ${PLAN.rounds} rounds per size, closed loop (≤ ${PLAN.window} events not yet delivered everywhere)`);
-    out('per destination / raw = (total / N) against the raw loop with one lane in flight (the same per-destination concurrency);');
-    out(`total / raw = total against the raw loop with ${lane} × N posts in flight to one receiver, one connection pool per emulated destination as the fan-out keeps, and at most 16 requests at once per host, as for the fan-out (the same concurrency summed over the destinations). Target (item 5): ≥ 0.85× the raw loop at the same per-destination concurrency.`);
-    out();
-    out(
-      table([
-        ['destinations', 'total deliveries/s (median)', 'rounds', 'per destination/s', 'per dest / raw (lane)', `raw loop, ${lane}×N in flight`, 'total / raw (lane×N)', 'received', 'dups', 'load1', 'CPU cores used (last round)'],
-        ...fanSizes.map((f) => {
-          const m = median(f.rounds.map((r) => r.rate));
-          const rawN = f.dests === 1 ? mRaw : median(f.raw.map((r) => r.rate));
-          const last = f.rounds.at(-1)!;
-          return [
-            String(f.dests),
-            fmtInt(m),
-            f.rounds.map((r) => fmtInt(r.rate)).join(' / '),
-            fmtInt(m / f.dests),
-            fmtRatio(m / f.dests / mRaw),
-            `${fmtInt(rawN)}${f.dests === 1 ? ' (§1)' : ` (${f.raw.map((r) => fmtInt(r.rate)).join(' / ')})`}`,
-            fmtRatio(m / rawN),
-            f.rounds.map((r) => `${r.received}/${r.expected}`).join(' '),
-            String(f.rounds.reduce((n, r) => n + r.duplicates, 0)),
-            last.load.toFixed(1),
-            fmtCores(last.cores),
-          ];
-        }),
-      ]),
-    );
-    out();
     out(`## 2./3. Latency: 202 of POST /v1/collect → first attempt at the healthy destination (${PLAN.latencyRounds} rounds per mode, ${PLAN.rate} events/s for ${PLAN.latencySec} s each: ${PLAN.latencyBatch} events per request, one request every ${(PLAN.latencyBatch * 1000) / PLAN.rate} ms, open loop)`);
     out();
     const latRow = (label: string, l: LatencyResult) => [

@@ -233,6 +233,7 @@ async function startFanoutService(core: Core, shared: Shared, secrets: SecretBox
     extraCaPem: network.extraCaPem,
     allowList: network.allowList,
     dnsTimeoutMs: config.WEBHOOK_DNS_TIMEOUT_MS,
+    connectionsPerPool: config.FANOUT_PER_DESTINATION_CONCURRENCY,
   });
   core.shutdown.add('webhook-client', async () => client.close());
   const fanout = await startFanout({

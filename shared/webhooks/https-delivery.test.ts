@@ -8,6 +8,8 @@ import { createServer as createNetServer, type AddressInfo, type Socket } from '
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import tls, { type TLSSocket } from 'node:tls';
+import v8 from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startDnsServer, type DnsAnswer, type DnsQuestion, type DnsServer } from '../../test/helpers/dns-server.ts';
 import { parseCidrList } from './address-policy.ts';
@@ -74,6 +76,10 @@ interface TestServer {
   open: () => number;
   /** Connections closed so far. */
   closed: () => number;
+  /** TLS handshakes completed: in all, and of those the ones that resumed a session. */
+  handshakes: () => { all: number; resumed: number };
+  /** Connections (open or closed) that never carried a request. */
+  unused: () => number;
 }
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
@@ -88,10 +94,14 @@ async function startServer(handler: Handler, listenAddress = '127.0.0.1'): Promi
   let closed = 0;
   const received: Received[] = [];
   const sockets = new Set<Socket>();
+  const handshakes = { all: 0, resumed: 0 };
+  const tlsSockets = new Set<TLSSocket>();
+  const used = new WeakSet<Socket>();
   let markAbandoned!: () => void;
   const abandoned = new Promise<void>((resolve) => (markAbandoned = resolve));
   const server: Server = createServer({ key: keyPem, cert: certPem }, (req, res) => {
     const chunks: Buffer[] = [];
+    used.add(req.socket);
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       received.push({
@@ -115,6 +125,11 @@ async function startServer(handler: Handler, listenAddress = '127.0.0.1'): Promi
       closed++;
     });
   });
+  server.on('secureConnection', (socket: TLSSocket) => {
+    handshakes.all++;
+    if (socket.isSessionReused()) handshakes.resumed++;
+    tlsSockets.add(socket);
+  });
   server.on('tlsClientError', () => {});
   await new Promise<void>((resolve) => server.listen(0, listenAddress, resolve));
   cleanups.push(
@@ -124,7 +139,16 @@ async function startServer(handler: Handler, listenAddress = '127.0.0.1'): Promi
         server.close(() => resolve());
       }),
   );
-  return { port: (server.address() as AddressInfo).port, connections: () => connections, received, abandoned, open: () => sockets.size, closed: () => closed };
+  return {
+    port: (server.address() as AddressInfo).port,
+    connections: () => connections,
+    received,
+    abandoned,
+    open: () => sockets.size,
+    closed: () => closed,
+    handshakes: () => ({ ...handshakes }),
+    unused: () => [...tlsSockets].filter((s) => !used.has(s)).length,
+  };
 }
 
 function client(overrides: Partial<HttpsDeliveryClientOptions> = {}): HttpsDeliveryClient {
@@ -351,6 +375,30 @@ describe('HttpsDeliveryClient against a local HTTPS server', () => {
     expect(await c.post(`${base}/ok`, HEADERS, BODY, 'dest-ok')).toMatchObject({ ok: true });
     expect(server.connections()).toBe(opened);
     expect(server.closed()).toBe(1);
+  });
+
+  it('a dead destination costs one connection per timed-out post, and its new connections resume the TLS session', async () => {
+    const server = await startServer(() => {}); // never answers
+    // One post at a time to one destination, as a lane of concurrency 1 (and a pool bounded to match).
+    const c = client({ timeoutMs: 1000, connectionsPerPool: 1 });
+    const url = `https://127.0.0.1:${server.port}/dead`;
+    // A garbage collection between posts: a session held only weakly is gone after it.
+    v8.setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    for (let i = 0; i < 3; i++) {
+      expect(await c.post(url, HEADERS, BODY, 'dest-dead')).toMatchObject({ ok: false, errorClass: 'timeout' });
+      gc();
+    }
+    expect(server.received).toHaveLength(3);
+    // undici connects again at once for a request it aborted, then drops it:
+    // the next post takes that connection rather than opening yet another one.
+    // Only the last timeout's leaves one unused.
+    await vi.waitFor(() => expect(server.handshakes().all).toBeGreaterThanOrEqual(4), { timeout: 2000, interval: 10 });
+    await sleep(100);
+    expect(server.connections()).toBe(4);
+    expect(server.unused()).toBe(1);
+    // One full handshake; every later connection resumed its session.
+    expect(server.handshakes()).toEqual({ all: 4, resumed: 3 });
   });
 
   it('trusts an extra CA through one TLS context built up front, not a context (every root parsed again) per new connection', async () => {

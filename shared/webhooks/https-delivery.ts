@@ -70,6 +70,20 @@ export interface HttpsDeliveryClientOptions {
   drainTimeoutMs?: number;
   /** Idle keep-alive connections are closed after this long; default 4000 (below the common 5 s server keep-alive). */
   idleSocketTimeoutMs?: number;
+  /**
+   * Connections one pool (one pool key and origin) may have open; posts
+   * beyond them wait in the pool for a free one, within their budget. The
+   * fan-out passes FANOUT_PER_DESTINATION_CONCURRENCY, the most posts it runs
+   * at one destination at once; default 8, its default.
+   *
+   * NOTE: bounded, not unlimited, because of how undici ends a timed-out
+   * request: it destroys the connection and at once connects again for the
+   * aborted request, which it then drops. With no bound, the next post took
+   * yet another new connection, and each timeout of a dead destination left
+   * one more idle connection (and its handshake) behind. At the fan-out's
+   * concurrency, the next post takes the one connected for nothing.
+   */
+  connectionsPerPool?: number;
 }
 
 /** Response bodies are ignored; past this many bytes the connection is dropped rather than read further. */
@@ -115,6 +129,13 @@ interface PoolState {
   address: string | undefined;
   /** Connection errors and the step they ended: before TCP was up (`connect`) or during the handshake (`tls`). */
   failed: WeakMap<Error, 'connect' | 'tls'>;
+  /**
+   * The last TLS session the pool's connections received. undici's connector
+   * caches sessions through a WeakRef only, so after a garbage collection a
+   * new connection made a full handshake; held here, the connector's cache
+   * keeps it and new connections resume it.
+   */
+  session: Buffer | undefined;
 }
 
 /**
@@ -126,6 +147,7 @@ export class HttpsDeliveryClient {
   readonly #timeoutMs: number;
   readonly #drainTimeoutMs: number;
   readonly #idleMs: number;
+  readonly #connectionsPerPool: number;
   readonly #allowList: CidrList;
   readonly #resolve: HostResolver;
   /** The resolver this client built (and closes), when none was injected. */
@@ -134,8 +156,10 @@ export class HttpsDeliveryClient {
   readonly #pools = new Map<string, { pool: Pool; state: PoolState }>();
 
   constructor(options: HttpsDeliveryClientOptions) {
-    const { timeoutMs, drainTimeoutMs = 1000, idleSocketTimeoutMs = 4000 } = options;
+    const { timeoutMs, drainTimeoutMs = 1000, idleSocketTimeoutMs = 4000, connectionsPerPool = 8 } = options;
     if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) throw new RangeError('timeoutMs must be a positive number');
+    if (!Number.isSafeInteger(connectionsPerPool) || connectionsPerPool < 1) throw new RangeError('connectionsPerPool must be a positive integer');
+    this.#connectionsPerPool = connectionsPerPool;
     this.#timeoutMs = timeoutMs;
     this.#drainTimeoutMs = drainTimeoutMs;
     this.#idleMs = idleSocketTimeoutMs;
@@ -234,7 +258,7 @@ export class HttpsDeliveryClient {
     const id = `${key ?? ''} ${origin}`;
     let entry = this.#pools.get(id);
     if (entry) return entry;
-    const state: PoolState = { lookups: 0, address: undefined, failed: new WeakMap() };
+    const state: PoolState = { lookups: 0, address: undefined, failed: new WeakMap(), session: undefined };
     const connector = buildConnector({
       timeout: this.#timeoutMs,
       lookup: this.#checkedLookup(state),
@@ -249,7 +273,9 @@ export class HttpsDeliveryClient {
           callback(err, connected as never);
         }) as unknown as Socket;
         socket?.once('connect', () => (tcpUp = true));
+        socket?.on('session', (session: Buffer) => (state.session = session));
       },
+      connections: this.#connectionsPerPool,
       keepAliveTimeout: this.#idleMs,
       keepAliveMaxTimeout: this.#idleMs,
       headersTimeout: this.#timeoutMs,
