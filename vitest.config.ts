@@ -7,7 +7,7 @@ import { defineConfig } from 'vitest/config';
  * file at a time, so their JVMs and kill -9s never share the two cores with
  * another file's brokers. `npm run test:faults` runs them alone.
  */
-const FAULT_FILES = ['infra/kafka/cluster.test.ts', 'test/fault-injection.test.ts'];
+const FAULT_FILES = ['infra/kafka/cluster.test.ts', 'test/fault-injection.test.ts', 'test/derived-exactly-once.test.ts'];
 
 const EXCLUDE = ['**/node_modules/**', '.data/**', '.cache/**', 'test-output/**'];
 
