@@ -1,6 +1,6 @@
 import type { PlayerEventRecord } from '../../schemas/records.ts';
 import { uuidV5 } from '../../shared/webhooks/fanout-plan.ts';
-import { factorsFrom, scoreV1, SCORE_VERSION, type FactorInputs } from '../../shared/score.ts';
+import { factorsFrom, scoreV1, SCORE_VERSION, type FactorInputs, type ScoreFactors } from '../../shared/score.ts';
 
 /**
  * The rules of the derived events, over one partition of the by-visitor log:
@@ -36,7 +36,16 @@ export interface VisitorState {
   recent: string[];
   /** The score version of the high_intent_lead raised, 0 while none. */
   lead: number;
+  /** When it was raised (the crossing event's time), null while none. */
+  leadAt: number | null;
+  /** The player's time of its first and newest events. */
+  firstSeen: number;
+  lastSeen: number;
+  /** The videos it watched, newest last (at most MAX_VIDEOS). */
+  videos: string[];
 }
+
+const MAX_VIDEOS = 20;
 
 /** Per session: where it stands against the video's pitch and offer. */
 export interface SessionState {
@@ -62,6 +71,25 @@ export interface SessionState {
   utm_campaign: string | null;
   ctwa_clid: string | null;
   external_lead_id: string | null;
+}
+
+/** What the visitor read model stores of a visitor (derived.visitors.v1, keyed `<tenant>:<visitor>`). */
+export interface VisitorSnapshot {
+  tenant_id: string;
+  visitor_id: string;
+  score: number;
+  score_version: number;
+  factors: ScoreFactors;
+  first_seen: number;
+  last_seen: number;
+  videos: string[];
+  lead_at: number | null;
+}
+
+export function visitorSnapshot(key: string, v: VisitorState): VisitorSnapshot {
+  const [, tenant_id, visitor_id] = key.split(':', 3) as [string, string, string];
+  const factors = factorsFrom(v.inputs);
+  return { tenant_id, visitor_id, score: scoreV1(factors), score_version: SCORE_VERSION, factors, first_seen: v.firstSeen, last_seen: v.lastSeen, videos: v.videos, lead_at: v.leadAt };
 }
 
 /** One partition's state: every key's value as the changelog holds it. */
@@ -118,16 +146,29 @@ export function applyEvent(state: PartitionState, e: PlayerEventRecord, srcParti
   const settings = opts.settings(e.tenant_id, e.video_id);
 
   const vKey = visitorKey(e.tenant_id, e.visitor_id);
-  const visitor = state.visitors.get(vKey) ?? { inputs: { max_watched_percentage: 0, play_ms: 0, focus_ms: 0, cta_clicks: 0, rewinds: 0 }, src: {}, recent: [], lead: 0 };
+  const visitor: VisitorState = state.visitors.get(vKey) ?? {
+    inputs: { max_watched_percentage: 0, play_ms: 0, focus_ms: 0, cta_clicks: 0, rewinds: 0 },
+    src: {},
+    recent: [],
+    lead: 0,
+    leadAt: null,
+    firstSeen: e.timestamp,
+    lastSeen: e.timestamp,
+    videos: [],
+  };
   const counted = (visitor.src[srcPartition] ?? -1) >= srcOffset || visitor.recent.includes(e.event_id);
   if (counted) return expire(state, opts, step);
   visitor.src[srcPartition] = srcOffset;
   visitor.recent = [...visitor.recent.slice(-(RECENT_IDS - 1)), e.event_id];
   visitor.inputs = addToInputs(visitor.inputs, e);
+  visitor.firstSeen = Math.min(visitor.firstSeen, e.timestamp);
+  visitor.lastSeen = Math.max(visitor.lastSeen, e.timestamp);
+  if (visitor.videos.at(-1) !== e.video_id) visitor.videos = [...visitor.videos.filter((v) => v !== e.video_id), e.video_id].slice(-MAX_VIDEOS);
   const factors = factorsFrom(visitor.inputs);
   const score = scoreV1(factors);
   if (score >= settings.threshold && visitor.lead < SCORE_VERSION) {
     visitor.lead = SCORE_VERSION;
+    visitor.leadAt = e.timestamp;
     step.events.push({
       ...derived(e, 'high_intent_lead', derivedEventId(e.tenant_id, 'high_intent_lead', e.visitor_id, SCORE_VERSION)),
       lead: { score, score_version: SCORE_VERSION, ...factors },
