@@ -5,6 +5,8 @@ import { describe, expect, it } from 'vitest';
 import {
   ApiKeyRecord,
   ApiKeyUsageRecord,
+  DEFAULT_HIGH_INTENT_THRESHOLD,
+  DEFAULT_OFFER_WINDOW_SEC,
   DeliveryRecord,
   DestinationRecord,
   PlayerEventRecord,
@@ -35,6 +37,7 @@ const fixtures: [Subject, { parse(v: unknown): unknown }, object][] = [
       previous_player_key: 'pk_old1',
       previous_player_key_expires_at: 9,
       suspended_at: 8,
+      high_intent_threshold: 85,
     },
   ],
   [
@@ -43,7 +46,11 @@ const fixtures: [Subject, { parse(v: unknown): unknown }, object][] = [
     { id: playerEvent.event_id, tenant_id: playerEvent.tenant_id, name: 'ci', prefix: 'sk_abcdef', key_hash: 'a'.repeat(64), created_at: 1, revoked_at: null },
   ],
   ['api-key-usage', ApiKeyUsageRecord, { key_id: playerEvent.event_id, tenant_id: playerEvent.tenant_id, last_used_at: 5 }],
-  ['video', VideoRecord, { id: playerEvent.video_id, tenant_id: playerEvent.tenant_id, title: 'Demo', duration_sec: 120, created_at: 2 }],
+  [
+    'video',
+    VideoRecord,
+    { id: playerEvent.video_id, tenant_id: playerEvent.tenant_id, title: 'Demo', duration_sec: 120, created_at: 2, pitch_at_sec: 95, offer_window_sec: 45 },
+  ],
   [
     'destination',
     DestinationRecord,
@@ -167,9 +174,42 @@ describe('schemas', () => {
     const oldShape = { id: playerEvent.tenant_id, name: 'Acme', player_key: 'pk_abc123', created_at: 1 };
     const wire = Buffer.concat([Buffer.from([0, 0, 0, 0, 10]), v1.toBuffer(oldShape)]); // magic 0, schema id 10 (v1)
     const read = registry.decode<TenantRecord>('tenant', wire);
-    expect(read).toEqual({ ...oldShape, allowed_origins: [], previous_player_key: null, previous_player_key_expires_at: null, suspended_at: null });
+    expect(read).toEqual({
+      ...oldShape,
+      allowed_origins: [],
+      previous_player_key: null,
+      previous_player_key_expires_at: null,
+      suspended_at: null,
+      high_intent_threshold: DEFAULT_HIGH_INTENT_THRESHOLD,
+    });
     expect(TenantRecord.parse(read)).toEqual(read);
-    expect(registry.writerId('tenant')).toBe(11);
+  });
+
+  it('reads a tenant written by the v2 writer with the default high-intent threshold, and writes tenants with v3 (id 12)', () => {
+    const v2 = avsc('tenant.v2.avsc');
+    const { high_intent_threshold: _t, ...v2Shape } = fixtures[1]![2] as TenantRecord;
+    const wire = Buffer.concat([Buffer.from([0, 0, 0, 0, 11]), v2.toBuffer(v2Shape)]); // magic 0, schema id 11 (v2)
+    const read = registry.decode<TenantRecord>('tenant', wire);
+    expect(read).toEqual({ ...v2Shape, high_intent_threshold: 70 });
+    expect(TenantRecord.parse(read)).toEqual(read);
+    expect(registry.writerId('tenant')).toBe(12);
+    for (const bad of [-1, 101, 70.5]) expect(TenantRecord.safeParse({ ...read, high_intent_threshold: bad }).success, String(bad)).toBe(false);
+  });
+
+  it('reads a video written by the v1 writer as one without a pitch and with a 60 s offer window, and writes videos with v2 (id 31)', () => {
+    const v1 = avsc('video.v1.avsc');
+    const oldShape = { id: playerEvent.video_id, tenant_id: playerEvent.tenant_id, title: 'Demo', duration_sec: 120, created_at: 2 };
+    const wire = Buffer.concat([Buffer.from([0, 0, 0, 0, 30]), v1.toBuffer(oldShape)]); // magic 0, schema id 30 (v1)
+    const read = registry.decode<VideoRecord>('video', wire);
+    expect(read).toEqual({ ...oldShape, pitch_at_sec: null, offer_window_sec: DEFAULT_OFFER_WINDOW_SEC });
+    expect(DEFAULT_OFFER_WINDOW_SEC).toBe(60);
+    expect(VideoRecord.parse(read)).toEqual(read);
+    expect(registry.writerId('video')).toBe(31);
+    // A pitch at 0 s is a pitch (not "none"), and survives the round trip.
+    expect(registry.decode('video', registry.encode('video', { ...read, pitch_at_sec: 0 }))).toEqual({ ...read, pitch_at_sec: 0 });
+    for (const bad of [{ offer_window_sec: 0 }, { offer_window_sec: 3601 }, { pitch_at_sec: -1 }, { pitch_at_sec: 1.5 }]) {
+      expect(VideoRecord.safeParse({ ...read, ...bad }).success, JSON.stringify(bad)).toBe(false);
+    }
   });
 
   it('encodeAll writes each record as encode does, into views of one buffer, growing past its scratch space', () => {

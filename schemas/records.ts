@@ -1,6 +1,17 @@
 import { z } from 'zod';
 import { SESSION_ID_RE, VISITOR_ID_RE } from '../shared/ids.ts';
 import { DELIVERY_STATUSES } from './delivery-status.ts';
+import { HighIntentThreshold, OfferWindowSec, PitchAtSec } from './intent-settings.ts';
+
+export {
+  DEFAULT_HIGH_INTENT_THRESHOLD,
+  DEFAULT_OFFER_WINDOW_SEC,
+  MAX_OFFER_WINDOW_SEC,
+  MIN_OFFER_WINDOW_SEC,
+  HighIntentThreshold,
+  OfferWindowSec,
+  PitchAtSec,
+} from './intent-settings.ts';
 
 /**
  * zod twins of the Avro records in schemas/avro. Both describe the same
@@ -104,6 +115,8 @@ export const TenantRecord = z.object({
   previous_player_key_expires_at: millis.nullable(),
   /** Set while the tenant is suspended: its player key and API keys are refused. */
   suspended_at: millis.nullable(),
+  /** Schema v3; older records read with DEFAULT_HIGH_INTENT_THRESHOLD. */
+  high_intent_threshold: HighIntentThreshold,
 });
 export type TenantRecord = z.infer<typeof TenantRecord>;
 
@@ -131,6 +144,10 @@ export const VideoRecord = z.object({
   title: z.string().min(1),
   duration_sec: z.number().int().nonnegative(),
   created_at: millis,
+  /** Schema v2; null (no pitch) for older records. */
+  pitch_at_sec: PitchAtSec.nullable(),
+  /** Schema v2; DEFAULT_OFFER_WINDOW_SEC for older records. */
+  offer_window_sec: OfferWindowSec,
 });
 export type VideoRecord = z.infer<typeof VideoRecord>;
 

@@ -250,12 +250,13 @@ describe('dashboard in a real browser', () => {
 
   it('registers videos', async () => {
     await goto(tenantHash('videos'));
-    for (const [title, duration] of [
-      ['Product demo', '120'],
-      ['Teaser', '30'],
+    for (const [title, duration, pitch] of [
+      ['Product demo', '120', '95'],
+      ['Teaser', '30', ''],
     ] as const) {
       await page.getByLabel('Title').fill(title);
       await page.getByLabel('Duration (seconds)').fill(duration);
+      await page.getByLabel('Pitch starts at (seconds)').fill(pitch);
       await page.getByRole('button', { name: 'Register video' }).click();
       await page.getByTestId('videos-table').getByRole('link', { name: title }).waitFor();
     }
@@ -264,6 +265,10 @@ describe('dashboard in a real browser', () => {
     teaserId = (await idOf('Teaser'))!;
     expect(videoId).toMatch(/^vid_[0-9a-f]{32}$/);
     expect(await page.locator(`tr[data-video-id="${videoId}"]`).innerText()).toContain('2:00');
+    expect(await page.locator(`tr[data-video-id="${videoId}"] [data-col="pitch"]`).innerText()).toBe('1:35');
+    const registered = (await s.admin('GET', `/tenants/${tenantId}/videos`)).body.data as { id: string; pitch_at_sec: number | null; offer_window_sec: number }[];
+    expect(registered.find((v) => v.id === videoId)).toMatchObject({ pitch_at_sec: 95, offer_window_sec: 60 });
+    expect(registered.find((v) => v.id === teaserId)).toMatchObject({ pitch_at_sec: null, offer_window_sec: 60 });
     await shoot('07-videos');
   });
 
@@ -634,6 +639,45 @@ describe('dashboard in a real browser', () => {
     await goto('#/tenants');
     await page.getByTestId('tenants-table').getByRole('link', { name: 'Acme Video' }).waitFor();
     expect(await page.getByTestId('tenants-table').locator('[data-status="suspended"]').count()).toBe(0);
+  });
+
+  it('sets the tenant’s high-intent threshold and a video’s pitch and offer window', async () => {
+    await goto(tenantHash());
+    const intent = page.getByTestId('intent-settings');
+    const threshold = intent.getByLabel('High-intent threshold');
+    await expect.poll(() => threshold.inputValue()).toBe('70');
+    await threshold.fill('101');
+    expect(await intent.getByRole('button', { name: 'Save threshold' }).isDisabled()).toBe(true);
+    await threshold.fill('85');
+    await intent.getByRole('button', { name: 'Save threshold' }).click();
+    await expect.poll(() => intent.getByRole('status').filter({ hasText: 'Saved.' }).count()).toBe(1);
+    expect(((await s.admin('GET', `/tenants/${tenantId}`)).body as { high_intent_threshold: number }).high_intent_threshold).toBe(85);
+    await page.reload();
+    await expect.poll(() => page.getByTestId('intent-settings').getByLabel('High-intent threshold').inputValue()).toBe('85');
+    await shoot('19-tenant-intent');
+
+    const teaser = async () =>
+      ((await s.admin('GET', `/tenants/${tenantId}/videos`)).body.data as { id: string; pitch_at_sec: number | null; offer_window_sec: number }[]).find((v) => v.id === teaserId);
+    await goto(tenantHash('videos', teaserId));
+    const settings = page.getByTestId('video-intent-settings');
+    await settings.waitFor();
+    const pitch = settings.getByLabel('Pitch starts at (seconds)');
+    const offerWindow = settings.getByLabel('Offer window (seconds)');
+    expect(await pitch.inputValue()).toBe('');
+    expect(await offerWindow.inputValue()).toBe('60');
+    await offerWindow.fill('0');
+    expect(await settings.getByRole('button', { name: 'Save pitch and offer' }).isDisabled()).toBe(true);
+    await pitch.fill('20');
+    await offerWindow.fill('30');
+    await settings.getByRole('button', { name: 'Save pitch and offer' }).click();
+    await expect.poll(() => settings.getByRole('status').filter({ hasText: 'Saved.' }).count()).toBe(1);
+    expect(await teaser()).toMatchObject({ pitch_at_sec: 20, offer_window_sec: 30 });
+    await shoot('20-video-intent');
+    // An empty pitch clears it.
+    await pitch.fill('');
+    await settings.getByRole('button', { name: 'Save pitch and offer' }).click();
+    await expect.poll(async () => (await teaser())?.pitch_at_sec).toBeNull();
+    expect((await teaser())?.offer_window_sec).toBe(30);
   });
 
   it('signs out; the credentials never appeared in a later response, the page, the console or the log', async () => {

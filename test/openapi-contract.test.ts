@@ -20,8 +20,25 @@ const MAX_EXAMPLES = Number(process.env.SCHEMATHESIS_MAX_EXAMPLES ?? 10);
 const WALL_CLOCK_MS = Number(process.env.SCHEMATHESIS_WALL_CLOCK_S ?? 300) * 1000;
 
 type OpenApi = {
-  paths: Record<string, Record<string, { requestBody?: unknown; responses: Record<string, unknown>; security?: Record<string, string[]>[] }>>;
+  paths: Record<string, Record<string, { operationId?: string; requestBody?: unknown; responses: Record<string, unknown>; security?: Record<string, string[]>[] }>>;
   components: { schemas?: Record<string, unknown>; securitySchemes: Record<string, unknown> };
+};
+
+/** A few operations and the names clients generated from the document call them by. */
+const EXPECTED_IDS: Record<string, string> = {
+  listVideos: 'GET /v1/videos',
+  listVideoEvents: 'GET /v1/videos/{video_id}/events',
+  getVisitorScore: 'GET /v1/visitors/{visitor_id}/score',
+  getVideoStats: 'GET /v1/videos/{video_id}/stats',
+  collectEvents: 'POST /v1/collect',
+  recordConversion: 'POST /api/public/conversion',
+  createTenant: 'POST /admin/v1/tenants',
+  updateTenant: 'PATCH /admin/v1/tenants/{tenant_id}',
+  createVideo: 'POST /admin/v1/tenants/{tenant_id}/videos',
+  updateVideo: 'PATCH /admin/v1/tenants/{tenant_id}/videos/{video_id}',
+  getTenantVideoStats: 'GET /admin/v1/tenants/{tenant_id}/videos/{video_id}/stats',
+  createDestination: 'POST /admin/v1/tenants/{tenant_id}/destinations',
+  reprocessDelivery: 'POST /admin/v1/tenants/{tenant_id}/deliveries/{delivery_id}/reprocess',
 };
 
 describe('OpenAPI document', () => {
@@ -58,6 +75,20 @@ describe('OpenAPI document', () => {
       }
     }
     expect(withBody).toBeGreaterThanOrEqual(7);
+  });
+
+  it('names every operation with a unique lowerCamelCase operationId', () => {
+    const ids = new Map<string, string>();
+    for (const [path, item] of Object.entries(doc.paths)) {
+      for (const [method, op] of Object.entries(item)) {
+        const where = `${method.toUpperCase()} ${path}`;
+        expect(op.operationId, where).toMatch(/^[a-z][A-Za-z0-9]+$/);
+        expect(ids.get(op.operationId!), `${where} reuses ${op.operationId}`).toBeUndefined();
+        ids.set(op.operationId!, where);
+      }
+    }
+    expect(ids.size).toBeGreaterThanOrEqual(30);
+    expect(Object.fromEntries([...ids].filter(([id]) => EXPECTED_IDS[id] !== undefined))).toEqual(EXPECTED_IDS);
   });
 
   it('keeps to the document under schemathesis: no 5xx, no schema violation, no undocumented status', async () => {

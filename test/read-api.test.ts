@@ -79,6 +79,7 @@ describe('read API, management API and intakes', () => {
         previous_player_key: null,
         previous_player_key_expires_at: null,
         suspended_at: null,
+        high_intent_threshold: 70,
         limits: { player_key_events_per_minute: 0, client_address_requests_per_minute: 0 },
       });
       expect(Date.parse(res.body.created_at)).toBeGreaterThanOrEqual(before);
@@ -100,11 +101,13 @@ describe('read API, management API and intakes', () => {
         ['POST', '/admin/v1/tenants', { name: 'x' }],
         ['GET', '/admin/v1/tenants'],
         ['GET', `/admin/v1/tenants/${A.id}`],
+        ['PATCH', `/admin/v1/tenants/${A.id}`, { high_intent_threshold: 1 }],
         ['POST', `/admin/v1/tenants/${A.id}/api-keys`, { name: 'x' }],
         ['GET', `/admin/v1/tenants/${A.id}/api-keys`],
         ['DELETE', `/admin/v1/tenants/${A.id}/api-keys/${A.apiKeyId}`],
         ['POST', `/admin/v1/tenants/${A.id}/videos`, { title: 'x', duration_sec: 1 }],
         ['GET', `/admin/v1/tenants/${A.id}/videos`],
+        ['PATCH', `/admin/v1/tenants/${A.id}/videos/${A.videoId}`, { pitch_at_sec: 1 }],
       ];
       for (const [method, path, body] of routes) {
         expectProblem(await s.request(method, path, { body }), 401);
@@ -238,6 +241,8 @@ describe('read API, management API and intakes', () => {
         title: 'Pitch deck',
         duration_sec: 754,
         created_at: expect.stringMatching(ISO_MS),
+        pitch_at_sec: null,
+        offer_window_sec: 60,
       });
       const list = await s.admin('GET', `/tenants/${t.id}/videos`);
       expect(list.status).toBe(200);
@@ -262,7 +267,9 @@ describe('read API, management API and intakes', () => {
     beforeAll(async () => {
       V = await s.createTenant();
       for (let i = 1; i <= 6; i++) await s.createVideo(V.id, `video ${i}`, 60 * i);
-      all = (await s.admin('GET', `/tenants/${V.id}/videos`)).body.data;
+      // The management API's view with the intent settings left out: the read API's video.
+      const managed: (typeof all[number] & { pitch_at_sec: unknown; offer_window_sec: unknown })[] = (await s.admin('GET', `/tenants/${V.id}/videos`)).body.data;
+      all = managed.map(({ pitch_at_sec: _p, offer_window_sec: _o, ...v }) => v);
       expect(all).toHaveLength(7);
     });
 

@@ -1,5 +1,15 @@
 import { z } from 'zod';
 import { DELIVERY_STATUSES } from '../../schemas/delivery-status.ts';
+import {
+  DEFAULT_HIGH_INTENT_THRESHOLD,
+  DEFAULT_OFFER_WINDOW_SEC,
+  HighIntentThreshold,
+  MAX_OFFER_WINDOW_SEC,
+  MIN_OFFER_WINDOW_SEC,
+  OfferWindowSec,
+  PitchAtSec,
+} from '../../schemas/intent-settings.ts';
+import { DisplayName } from '../../shared/http/schemas.ts';
 
 /**
  * Response shapes of the management API (/admin/v1, mounted again under
@@ -17,6 +27,7 @@ export const Tenant = z
     previous_player_key: z.string().nullable().meta({ description: 'The key before the last rotation, while it still works' }),
     previous_player_key_expires_at: z.string().nullable().meta({ description: 'When the previous key stops working' }),
     suspended_at: z.string().nullable().meta({ description: 'Set while the tenant is suspended: its player key and API keys are refused' }),
+    high_intent_threshold: z.number().int().meta({ description: 'Lead Intent Score (0–100) at or above which a visitor counts as a high-intent lead' }),
     limits: z
       .object({
         player_key_events_per_minute: z.number().int().meta({ description: 'PLAYER_KEY_EVENTS_PER_MINUTE, per intake process; 0: no limit' }),
@@ -49,8 +60,45 @@ export const ApiKey = z
   .meta({ id: 'ApiKey' });
 
 export const AdminVideo = z
-  .object({ id: z.string(), title: z.string(), duration_sec: z.number().int(), created_at: z.string() })
+  .object({
+    id: z.string(),
+    title: z.string(),
+    duration_sec: z.number().int(),
+    created_at: z.string(),
+    pitch_at_sec: z.number().int().nullable().meta({ description: 'Where the offer segment (the pitch) starts, in seconds of playback; null: none' }),
+    offer_window_sec: z.number().int().meta({ description: 'After a cta_shown, a session that ends within this many seconds of stream time without a cta_clicked counts as abandoned after the offer' }),
+  })
   .meta({ id: 'AdminVideo' });
+
+/** The intent settings of a tenant, as a client sends them. */
+const thresholdInput = HighIntentThreshold.meta({
+  description: `Lead Intent Score (0–100) at or above which a visitor counts as a high-intent lead (default ${DEFAULT_HIGH_INTENT_THRESHOLD})`,
+});
+
+export const CreateTenant = z.object({ name: DisplayName, high_intent_threshold: thresholdInput.optional() });
+
+export const PatchTenant = z
+  .object({ high_intent_threshold: thresholdInput.optional() })
+  .strict()
+  .refine((b) => Object.keys(b).length > 0, 'nothing to change: send high_intent_threshold');
+
+/** The intent settings of a video, as a client sends them. */
+const pitchInput = PitchAtSec.nullable().meta({ description: 'Where the offer segment (the pitch) starts, in whole seconds of playback; null: none (default)' });
+const offerWindowInput = OfferWindowSec.meta({
+  description: `Seconds of stream time after a cta_shown within which a session that ends without a cta_clicked counts as abandoned after the offer, ${MIN_OFFER_WINDOW_SEC}–${MAX_OFFER_WINDOW_SEC} (default ${DEFAULT_OFFER_WINDOW_SEC})`,
+});
+
+export const CreateVideo = z.object({
+  title: DisplayName,
+  duration_sec: z.number().int().min(0).max(1_000_000),
+  pitch_at_sec: pitchInput.optional(),
+  offer_window_sec: offerWindowInput.optional(),
+});
+
+export const PatchVideo = z
+  .object({ title: DisplayName.optional(), pitch_at_sec: pitchInput.optional(), offer_window_sec: offerWindowInput.optional() })
+  .strict()
+  .refine((b) => Object.keys(b).length > 0, 'nothing to change: send title, pitch_at_sec or offer_window_sec');
 
 export const DestinationKind = z.enum(['webhook', 'integration']);
 

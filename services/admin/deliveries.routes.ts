@@ -21,7 +21,7 @@ export interface DeliveryRoutesOptions {
 
 const errors = problems(401, 404, 409, 422, 429);
 const DeliveryParams = TenantParams.extend({ delivery_id: z.uuid() });
-const route = (summary: string, description?: string) => adminRoute('webhooks', summary, description);
+const route = (operationId: string, summary: string, description?: string) => adminRoute('webhooks', operationId, summary, description);
 
 /** A delivery's latest row (its status) and its attempts, from its rows in the log. Pure. */
 export function deliveryState(rows: AttemptRow[]): { latest: AttemptRow; attempts: AttemptRow[] } {
@@ -47,7 +47,7 @@ export async function deliveryRoutes(root: FastifyInstance, deps: DeliveryRoutes
     base,
     {
       schema: {
-        ...route('Delivery log', 'Newest first, keyset-paginated. Status is exactly one of pending, retrying, succeeded, failed.'),
+        ...route('listDeliveries', 'Delivery log', 'Newest first, keyset-paginated. Status is exactly one of pending, retrying, succeeded, failed.'),
         params: TenantParams,
         querystring: z.object({
           status: DeliveryStatus.optional(),
@@ -78,7 +78,7 @@ export async function deliveryRoutes(root: FastifyInstance, deps: DeliveryRoutes
 
   app.get(
     `${base}/:delivery_id`,
-    { schema: { ...route('A delivery with its attempt history'), params: DeliveryParams, response: { 200: DeliveryDetail, ...errors } } },
+    { schema: { ...route('getDelivery', 'A delivery with its attempt history'), params: DeliveryParams, response: { 200: DeliveryDetail, ...errors } } },
     async (req) => {
       const { found, latest, attempts } = await detailOf(req.params.tenant_id, req.params.delivery_id);
       return {
@@ -107,6 +107,7 @@ export async function deliveryRoutes(root: FastifyInstance, deps: DeliveryRoutes
     {
       schema: {
         ...route(
+          'reprocessDelivery',
           'Reprocess a failed delivery',
           'Only a `failed` delivery (409 otherwise). It becomes `pending` at once, is attempted once more right away with the same delivery id and body (signed afresh), and ends `succeeded`, or `failed` again (no automatic retries after a manual reprocess).',
         ),

@@ -24,7 +24,7 @@ export interface DestinationRoutesOptions {
 
 const errors = problems(401, 404, 409, 422, 429);
 const DestinationParams = TenantParams.extend({ destination_id: z.uuid() });
-const route = (summary: string, description?: string) => adminRoute('webhooks', summary, description);
+const route = (operationId: string, summary: string, description?: string) => adminRoute('webhooks', operationId, summary, description);
 
 /** Webhook destinations and integrations of a tenant: create, list, get, change, delete, new secret, Test. */
 export async function destinationRoutes(root: FastifyInstance, deps: DestinationRoutesOptions): Promise<void> {
@@ -37,6 +37,7 @@ export async function destinationRoutes(root: FastifyInstance, deps: Destination
     {
       schema: {
         ...route(
+          'createDestination',
           'Create a webhook destination or an external integration',
           'A webhook gets a generated `whsec_` secret, shown only in this response. An integration uses the `config.webhook_secret` the user entered (it may be empty: such a destination receives nothing and each skipped event is recorded as a security event).',
         ),
@@ -75,7 +76,7 @@ export async function destinationRoutes(root: FastifyInstance, deps: Destination
 
   app.get(
     base,
-    { schema: { ...route('List destinations (secrets masked)'), params: TenantParams, response: { 200: list(Destination), ...errors } } },
+    { schema: { ...route('listDestinations', 'List destinations (secrets masked)'), params: TenantParams, response: { 200: list(Destination), ...errors } } },
     async (req) => {
       tenantOr404(deps.store, req.params.tenant_id);
       const all = deps.store.destinationsOf(req.params.tenant_id).sort((a, b) => a.created_at - b.created_at);
@@ -85,7 +86,7 @@ export async function destinationRoutes(root: FastifyInstance, deps: Destination
 
   app.get(
     `${base}/:destination_id`,
-    { schema: { ...route('Get a destination (secret masked)'), params: DestinationParams, response: { 200: Destination, ...errors } } },
+    { schema: { ...route('getDestination', 'Get a destination (secret masked)'), params: DestinationParams, response: { 200: Destination, ...errors } } },
     async (req) => destinationView(destinationOr404(deps.store, req.params.tenant_id, req.params.destination_id)),
   );
 
@@ -93,7 +94,7 @@ export async function destinationRoutes(root: FastifyInstance, deps: Destination
     `${base}/:destination_id`,
     {
       schema: {
-        ...route("Change name, URL or selected events (and an integration's webhook_secret)"),
+        ...route('updateDestination', "Change name, URL or selected events (and an integration's webhook_secret)"),
         params: DestinationParams,
         body: PatchDestination,
         response: { 200: Destination, ...errors },
@@ -114,7 +115,7 @@ export async function destinationRoutes(root: FastifyInstance, deps: Destination
     `${base}/:destination_id`,
     {
       schema: {
-        ...route('Delete a destination', 'Deliveries still queued for it end as failed (destination_deleted) when their turn comes.'),
+        ...route('deleteDestination', 'Delete a destination', 'Deliveries still queued for it end as failed (destination_deleted) when their turn comes.'),
         params: DestinationParams,
         response: { 204: z.null(), ...errors },
       },
@@ -131,6 +132,7 @@ export async function destinationRoutes(root: FastifyInstance, deps: Destination
     {
       schema: {
         ...route(
+          'regenerateDestinationSecret',
           'Regenerate the secret (shown once)',
           'The old secret stops at once: every attempt signs with the secret current at that moment, so deliveries already queued (retries, Test) are signed with the new one.',
         ),
@@ -152,7 +154,7 @@ export async function destinationRoutes(root: FastifyInstance, deps: Destination
     `${base}/:destination_id/test`,
     {
       schema: {
-        ...route('Send a test event', 'Queues one `player_loaded` delivery to this destination only; it is attempted at once and retried like any other.'),
+        ...route('testDestination', 'Send a test event', 'Queues one `player_loaded` delivery to this destination only; it is attempted at once and retried like any other.'),
         params: DestinationParams,
         response: { 202: z.object({ delivery_id: z.uuid(), event_id: z.uuid(), status: z.literal('pending') }), ...errors },
       },

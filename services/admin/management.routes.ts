@@ -11,7 +11,20 @@ import { hashApiKey, keyPrefix, newApiKey, newId, newPlayerKey, parseVideoId } f
 import type { AnalyticsRepository } from '../api/analytics.repository.ts';
 import { analyticsRoutes } from '../api/analytics.routes.ts';
 import { videoView } from '../api/read-api.routes.ts';
-import { AdminVideo, ApiKey, ApiKeyCreated, DEFAULT_PLAYER_KEY_OVERLAP_S, MAX_ALLOWED_ORIGINS, MAX_PLAYER_KEY_OVERLAP_S, Tenant } from './admin.schema.ts';
+import { DEFAULT_HIGH_INTENT_THRESHOLD, DEFAULT_OFFER_WINDOW_SEC } from '../../schemas/intent-settings.ts';
+import {
+  AdminVideo,
+  ApiKey,
+  ApiKeyCreated,
+  CreateTenant,
+  CreateVideo,
+  DEFAULT_PLAYER_KEY_OVERLAP_S,
+  MAX_ALLOWED_ORIGINS,
+  MAX_PLAYER_KEY_OVERLAP_S,
+  PatchTenant,
+  PatchVideo,
+  Tenant,
+} from './admin.schema.ts';
 import { TenantParams, adminRoute, tenantOr404 } from './routing.ts';
 import { webhookAdminRoutes, type WebhookAdminOptions } from './webhooks.routes.ts';
 
@@ -28,7 +41,12 @@ export interface ManagementRoutesOptions {
 
 const errors = problems(401, 404, 422, 429);
 const KeyParams = TenantParams.extend({ key_id: z.uuid() });
-const route = (summary: string, description?: string) => adminRoute('management', summary, description);
+const VideoIdParam = z.string().refine((v) => parseVideoId(v) !== undefined, 'must be vid_<32 hex> or a UUID');
+const TenantVideoParams = TenantParams.extend({ video_id: VideoIdParam });
+const route = (operationId: string, summary: string, description?: string) => adminRoute('management', operationId, summary, description);
+
+/** A video as the management API shows it: the read API's view and its intent settings. */
+export const adminVideoView = (v: VideoRecord) => ({ ...videoView(v), pitch_at_sec: v.pitch_at_sec, offer_window_sec: v.offer_window_sec });
 
 /**
  * The management API (the dashboard's back end), relative to its mount
@@ -56,8 +74,16 @@ export async function managementRoutes(root: FastifyInstance, deps: ManagementRo
       previous_player_key: previous ? t.previous_player_key : null,
       previous_player_key_expires_at: previous ? isoTime(t.previous_player_key_expires_at!) : null,
       suspended_at: isoTimeOrNull(t.suspended_at),
+      high_intent_threshold: t.high_intent_threshold,
       limits,
     };
+  };
+  /** The tenant's video of a path, or 404 (also for another tenant's). */
+  const videoOf = (tenantId: string, rawVideoId: string): VideoRecord => {
+    tenantOr404(deps.store, tenantId);
+    const video = deps.store.videos.get(parseVideoId(rawVideoId)!);
+    if (!video || video.tenant_id !== tenantId) throw new ApiError('not_found', 'no such video');
+    return video;
   };
   const putTenant = async (t: TenantRecord) => {
     await deps.writer.put('tenants', t.id, t);
@@ -74,7 +100,7 @@ export async function managementRoutes(root: FastifyInstance, deps: ManagementRo
 
   app.post(
     '/tenants',
-    { schema: { ...route('Create a tenant'), body: z.object({ name: DisplayName }), response: { 201: Tenant, ...errors } } },
+    { schema: { ...route('createTenant', 'Create a tenant'), body: CreateTenant, response: { 201: Tenant, ...errors } } },
     async (req, reply) => {
       const tenant: TenantRecord = {
         id: newId(),
@@ -85,6 +111,7 @@ export async function managementRoutes(root: FastifyInstance, deps: ManagementRo
         previous_player_key: null,
         previous_player_key_expires_at: null,
         suspended_at: null,
+        high_intent_threshold: req.body.high_intent_threshold ?? DEFAULT_HIGH_INTENT_THRESHOLD,
       };
       await deps.writer.put('tenants', tenant.id, tenant);
       return reply.code(201).send(tenantView(tenant));
@@ -93,7 +120,7 @@ export async function managementRoutes(root: FastifyInstance, deps: ManagementRo
 
   app.get(
     '/tenants',
-    { schema: { ...route('List tenants'), response: { 200: list(Tenant), ...errors } } },
+    { schema: { ...route('listTenants', 'List tenants'), response: { 200: list(Tenant), ...errors } } },
     async () => ({
       data: [...deps.store.tenants.values()].sort((a, b) => a.created_at - b.created_at).map(tenantView),
       next_cursor: null,
@@ -102,8 +129,28 @@ export async function managementRoutes(root: FastifyInstance, deps: ManagementRo
 
   app.get(
     '/tenants/:tenant_id',
-    { schema: { ...route('Get a tenant'), params: TenantParams, response: { 200: Tenant, ...errors } } },
+    { schema: { ...route('getTenant', 'Get a tenant'), params: TenantParams, response: { 200: Tenant, ...errors } } },
     async (req) => tenantView(tenantOr404(deps.store, req.params.tenant_id)),
+  );
+
+  app.patch(
+    '/tenants/:tenant_id',
+    {
+      schema: {
+        ...route(
+          'updateTenant',
+          "Change a tenant's settings",
+          '`high_intent_threshold`: the Lead Intent Score (0–100) at or above which a visitor counts as a high-intent lead. Fields left out keep their value.',
+        ),
+        params: TenantParams,
+        body: PatchTenant,
+        response: { 200: Tenant, ...errors },
+      },
+    },
+    async (req) => {
+      const tenant = tenantOr404(deps.store, req.params.tenant_id);
+      return putTenant({ ...tenant, high_intent_threshold: req.body.high_intent_threshold ?? tenant.high_intent_threshold });
+    },
   );
 
   app.post(
@@ -111,6 +158,7 @@ export async function managementRoutes(root: FastifyInstance, deps: ManagementRo
     {
       schema: {
         ...route(
+          'rotatePlayerKey',
           'Rotate the player key',
           'Issues a new player key. The previous key keeps working for `overlap_seconds` (default 24 h; 0 retires it at once), then is refused 401. A rotation during an overlap retires the key before the previous one at once.',
         ),
@@ -141,6 +189,7 @@ export async function managementRoutes(root: FastifyInstance, deps: ManagementRo
     {
       schema: {
         ...route(
+          'suspendTenant',
           'Suspend a tenant',
           "Refuses the tenant's player key and API keys (403 tenant_suspended) on intake and reads until it is resumed. Its data and settings stay.",
         ),
@@ -156,7 +205,7 @@ export async function managementRoutes(root: FastifyInstance, deps: ManagementRo
 
   app.post(
     '/tenants/:tenant_id/resume',
-    { schema: { ...route('Resume a suspended tenant'), params: TenantParams, response: { 200: Tenant, ...errors } } },
+    { schema: { ...route('resumeTenant', 'Resume a suspended tenant'), params: TenantParams, response: { 200: Tenant, ...errors } } },
     async (req) => {
       const tenant = tenantOr404(deps.store, req.params.tenant_id);
       return tenant.suspended_at === null ? tenantView(tenant) : putTenant({ ...tenant, suspended_at: null });
@@ -168,6 +217,7 @@ export async function managementRoutes(root: FastifyInstance, deps: ManagementRo
     {
       schema: {
         ...route(
+          'setAllowedOrigins',
           'Set the origins a browser may send the player key from',
           'A browser request to /v1/collect whose Origin is not on the list is refused 403 origin_not_allowed; an empty list allows any. Requests without Origin (scripts, servers) are not affected: the list keeps other sites from embedding the key, it does not keep scripts from using it.',
         ),
@@ -192,7 +242,7 @@ export async function managementRoutes(root: FastifyInstance, deps: ManagementRo
   app.post(
     '/tenants/:tenant_id/api-keys',
     {
-      schema: { ...route('Create an API key (the key is shown only here)'), params: TenantParams, body: z.object({ name: DisplayName }), response: { 201: ApiKeyCreated, ...errors } },
+      schema: { ...route('createApiKey', 'Create an API key (the key is shown only here)'), params: TenantParams, body: z.object({ name: DisplayName }), response: { 201: ApiKeyCreated, ...errors } },
     },
     async (req, reply) => {
       const tenant = tenantOr404(deps.store, req.params.tenant_id);
@@ -213,7 +263,7 @@ export async function managementRoutes(root: FastifyInstance, deps: ManagementRo
 
   app.get(
     '/tenants/:tenant_id/api-keys',
-    { schema: { ...route('List API keys'), params: TenantParams, response: { 200: list(ApiKey), ...errors } } },
+    { schema: { ...route('listApiKeys', 'List API keys'), params: TenantParams, response: { 200: list(ApiKey), ...errors } } },
     async (req) => {
       const tenant = tenantOr404(deps.store, req.params.tenant_id);
       const keys = [...deps.store.apiKeys.values()].filter((k) => k.tenant_id === tenant.id).sort((a, b) => a.created_at - b.created_at);
@@ -223,7 +273,7 @@ export async function managementRoutes(root: FastifyInstance, deps: ManagementRo
 
   app.delete(
     '/tenants/:tenant_id/api-keys/:key_id',
-    { schema: { ...route('Revoke an API key (at once)'), params: KeyParams, response: { 200: ApiKey, ...errors } } },
+    { schema: { ...route('revokeApiKey', 'Revoke an API key (at once)'), params: KeyParams, response: { 200: ApiKey, ...errors } } },
     async (req) => {
       const tenant = tenantOr404(deps.store, req.params.tenant_id);
       const key = deps.store.apiKeys.get(req.params.key_id);
@@ -239,41 +289,76 @@ export async function managementRoutes(root: FastifyInstance, deps: ManagementRo
     '/tenants/:tenant_id/videos',
     {
       schema: {
-        ...route('Register a video'),
+        ...route('createVideo', 'Register a video'),
         params: TenantParams,
-        body: z.object({ title: DisplayName, duration_sec: z.number().int().min(0).max(1_000_000) }),
+        body: CreateVideo,
         response: { 201: AdminVideo, ...errors },
       },
     },
     async (req, reply) => {
       const tenant = tenantOr404(deps.store, req.params.tenant_id);
-      const video: VideoRecord = { id: newId(), tenant_id: tenant.id, title: req.body.title, duration_sec: req.body.duration_sec, created_at: now() };
+      const b = req.body;
+      const video: VideoRecord = {
+        id: newId(),
+        tenant_id: tenant.id,
+        title: b.title,
+        duration_sec: b.duration_sec,
+        created_at: now(),
+        pitch_at_sec: b.pitch_at_sec ?? null,
+        offer_window_sec: b.offer_window_sec ?? DEFAULT_OFFER_WINDOW_SEC,
+      };
       await deps.writer.put('videos', video.id, video);
-      return reply.code(201).send(videoView(video));
+      return reply.code(201).send(adminVideoView(video));
+    },
+  );
+
+  app.patch(
+    '/tenants/:tenant_id/videos/:video_id',
+    {
+      schema: {
+        ...route(
+          'updateVideo',
+          "Change a video's title or intent settings",
+          '`pitch_at_sec`: where the offer segment starts, in seconds of playback (null: none). `offer_window_sec`: after a `cta_shown`, a session that ends within this many seconds of stream time without a `cta_clicked` counts as abandoned after the offer. Fields left out keep their value.',
+        ),
+        params: TenantVideoParams,
+        body: PatchVideo,
+        response: { 200: AdminVideo, ...errors },
+      },
+    },
+    async (req) => {
+      const video = videoOf(req.params.tenant_id, req.params.video_id);
+      const b = req.body;
+      const next: VideoRecord = {
+        ...video,
+        title: b.title ?? video.title,
+        pitch_at_sec: b.pitch_at_sec === undefined ? video.pitch_at_sec : b.pitch_at_sec,
+        offer_window_sec: b.offer_window_sec ?? video.offer_window_sec,
+      };
+      await deps.writer.put('videos', video.id, next);
+      return adminVideoView(next);
     },
   );
 
   app.get(
     '/tenants/:tenant_id/videos',
-    { schema: { ...route('List videos'), params: TenantParams, response: { 200: list(AdminVideo), ...errors } } },
+    { schema: { ...route('listTenantVideos', 'List videos'), params: TenantParams, response: { 200: list(AdminVideo), ...errors } } },
     async (req) => {
       const tenant = tenantOr404(deps.store, req.params.tenant_id);
       const videos = deps.store.videosOf(tenant.id).sort((a, b) => a.created_at - b.created_at || a.id.localeCompare(b.id));
-      return { data: videos.map(videoView), next_cursor: null };
+      return { data: videos.map(adminVideoView), next_cursor: null };
     },
   );
 
   await app.register(analyticsRoutes, {
     base: '/tenants/:tenant_id/videos/:video_id',
-    params: z.object({ tenant_id: z.uuid(), video_id: z.string().refine((v) => parseVideoId(v) !== undefined, 'must be vid_<32 hex> or a UUID') }),
+    params: TenantVideoParams,
     tags: ['management'],
     security: [{ adminToken: [] }],
+    operationIds: { stats: 'getTenantVideoStats', retention: 'getTenantVideoRetention', topVisitors: 'listTenantVideoTopVisitors' },
     videoOf: (req) => {
       const p = req.params as { tenant_id: string; video_id: string };
-      tenantOr404(deps.store, p.tenant_id);
-      const video = deps.store.videos.get(parseVideoId(p.video_id)!);
-      if (!video || video.tenant_id !== p.tenant_id) throw new ApiError('not_found', 'no such video');
-      return video;
+      return videoOf(p.tenant_id, p.video_id);
     },
     analytics: deps.analytics,
   });

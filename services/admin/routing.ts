@@ -8,7 +8,8 @@ import { ApiError } from '../../shared/http/errors.ts';
 export const TenantParams = z.object({ tenant_id: z.uuid() });
 
 /** The OpenAPI entry of a management route (under the admin token). */
-export const adminRoute = (tag: 'management' | 'webhooks', summary: string, description?: string) => ({
+export const adminRoute = (tag: 'management' | 'webhooks', operationId: string, summary: string, description?: string) => ({
+  operationId,
   tags: [tag],
   summary,
   ...(description ? { description } : {}),

@@ -23,7 +23,7 @@ export async function securityEventRoutes(root: FastifyInstance, deps: SecurityE
     '/tenants/:tenant_id/security-events',
     {
       schema: {
-        ...adminRoute('webhooks', 'Security events', 'Deliveries refused for lack of a secret. Carries the destination host only.'),
+        ...adminRoute('webhooks', 'listSecurityEvents', 'Security events', 'Deliveries refused for lack of a secret. Carries the destination host only.'),
         params: TenantParams,
         querystring: z.object({ cursor: z.string().max(512).optional(), limit: z.coerce.number().int().min(1).max(1000).default(100) }),
         response: { 200: page(SecurityEvent), ...problems(401, 404, 422, 429) },

@@ -16,6 +16,8 @@ export interface AnalyticsRoutesOptions {
   params: z.ZodObject;
   tags: string[];
   security: Record<string, string[]>[];
+  /** The OpenAPI operationId of each route: one per mount, since an id names one operation of the document. */
+  operationIds: { stats: string; retention: string; topVisitors: string };
   /** The video the request may read (throws 403/404 otherwise). */
   videoOf: (req: FastifyRequest) => VideoRecord;
   analytics: AnalyticsRepository;
@@ -35,6 +37,7 @@ export async function analyticsRoutes(app: FastifyInstance, opts: AnalyticsRoute
     {
       schema: {
         ...common,
+        operationId: opts.operationIds.stats,
         summary: 'Counts of a video: totals and per day',
         querystring: z.object({ days: z.coerce.number().int().min(1).max(366).default(30) }),
         response: { 200: Stats, ...errors },
@@ -52,6 +55,7 @@ export async function analyticsRoutes(app: FastifyInstance, opts: AnalyticsRoute
     {
       schema: {
         ...common,
+        operationId: opts.operationIds.retention,
         summary: 'Retention curve of a video',
         description: 'Share (0–100) of viewing sessions still watching at each 5% point of the video, from milestones and heartbeats.',
         response: { 200: RetentionCurve, ...errors },
@@ -69,6 +73,7 @@ export async function analyticsRoutes(app: FastifyInstance, opts: AnalyticsRoute
     {
       schema: {
         ...common,
+        operationId: opts.operationIds.topVisitors,
         summary: 'Visitors of a video with the highest Lead Intent Score',
         querystring: z.object({ limit: z.coerce.number().int().min(1).max(100).default(10) }),
         response: { 200: TopVisitors, ...errors },

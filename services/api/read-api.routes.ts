@@ -48,6 +48,7 @@ export async function readApiRoutes(root: FastifyInstance, deps: ReadApiRoutesOp
     '/videos',
     {
       schema: {
+        operationId: 'listVideos',
         tags: ['read'],
         summary: 'List videos',
         security,
@@ -70,6 +71,7 @@ export async function readApiRoutes(root: FastifyInstance, deps: ReadApiRoutesOp
     '/videos/:video_id/events',
     {
       schema: {
+        operationId: 'listVideoEvents',
         tags: ['read'],
         summary: 'Events of a video',
         description:
@@ -101,6 +103,7 @@ export async function readApiRoutes(root: FastifyInstance, deps: ReadApiRoutesOp
     '/visitors/:visitor_id/score',
     {
       schema: {
+        operationId: 'getVisitorScore',
         tags: ['read'],
         summary: 'Lead Intent Score of a visitor',
         description:
@@ -128,6 +131,7 @@ export async function readApiRoutes(root: FastifyInstance, deps: ReadApiRoutesOp
     params: VideoParams,
     tags: ['read'],
     security,
+    operationIds: { stats: 'getVideoStats', retention: 'getVideoRetention', topVisitors: 'listVideoTopVisitors' },
     videoOf: (req) => ownedVideo(req.principal!.tenantId, (req.params as { video_id: string }).video_id),
     analytics: deps.analytics,
   });

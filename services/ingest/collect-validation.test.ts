@@ -27,7 +27,7 @@ const isPlainlyValidCollectBody = collectBodyCheck(CollectBody);
 
 const TENANT = '11111111-1111-4111-8111-111111111111';
 const OTHER = '22222222-2222-4222-8222-222222222222';
-const video = (id: string, tenant: string): VideoRecord => ({ id, tenant_id: tenant, title: id, duration_sec: 90, created_at: 1 });
+const video = (id: string, tenant: string): VideoRecord => ({ id, tenant_id: tenant, title: id, duration_sec: 90, created_at: 1, pitch_at_sec: null, offer_window_sec: 60 });
 const OWN = [video('aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa', TENANT), video('0f8fad5b-d9cb-469f-a165-70867728950e', TENANT)];
 const FOREIGN = video('bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb', OTHER);
 const UNKNOWN = 'cccccccc-cccc-4ccc-8ccc-cccccccccccc';

@@ -12,8 +12,8 @@ import { collectRecords, conversionRecord, eventTime, type RecordContext } from 
 
 const TENANT = '11111111-1111-4111-8111-111111111111';
 const OTHER = '22222222-2222-4222-8222-222222222222';
-const OWN: VideoRecord = { id: 'aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa', tenant_id: TENANT, title: 'own', duration_sec: 90, created_at: 1 };
-const FOREIGN: VideoRecord = { id: 'bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb', tenant_id: OTHER, title: 'theirs', duration_sec: 30, created_at: 1 };
+const OWN: VideoRecord = { id: 'aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa', tenant_id: TENANT, title: 'own', duration_sec: 90, created_at: 1, pitch_at_sec: null, offer_window_sec: 60 };
+const FOREIGN: VideoRecord = { id: 'bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb', tenant_id: OTHER, title: 'theirs', duration_sec: 30, created_at: 1, pitch_at_sec: null, offer_window_sec: 60 };
 const RECEIVED = Date.UTC(2025, 5, 1, 12, 0, 0);
 
 const ids = () => {

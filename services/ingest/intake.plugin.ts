@@ -203,6 +203,7 @@ async function playerIntake(root: FastifyInstance, opts: RouteOptions): Promise<
     '/v1/collect',
     {
       schema: {
+        operationId: 'collectEvents',
         tags: ['intake'],
         summary: 'Player event intake',
         description:
@@ -236,6 +237,7 @@ async function conversionIntake(root: FastifyInstance, opts: RouteOptions): Prom
     '/api/public/conversion',
     {
       schema: {
+        operationId: 'recordConversion',
         tags: ['intake'],
         summary: 'Server-side conversion intake',
         description:

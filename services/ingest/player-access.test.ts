@@ -11,6 +11,7 @@ const tenant: TenantRecord = {
   previous_player_key: 'pk_old',
   previous_player_key_expires_at: 1000,
   suspended_at: null,
+  high_intent_threshold: 70,
 };
 
 describe('playerAccess', () => {

@@ -39,3 +39,10 @@ export function formatMs(ms: number | null): string {
 export function shortId(id: string): string {
   return id.slice(0, 8);
 }
+
+/** A whole number of `min`..`max` typed into a field, or undefined. */
+export function wholeNumber(text: string, min: number, max: number): number | undefined {
+  if (!/^\s*\d+\s*$/.test(text)) return undefined;
+  const n = Number(text);
+  return n >= min && n <= max ? n : undefined;
+}

@@ -1,6 +1,7 @@
 import type { ComponentChildren } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { api } from '../api.ts';
+import { wholeNumber } from '../format.ts';
 import { useAction, useResource, useTitle, type Resource } from '../hooks.ts';
 import { href } from '../router.ts';
 import type { ApiKey, Destination, Page, Tenant, Video } from '../types.ts';
@@ -86,6 +87,7 @@ export function TenantOverview({ tenantId }: { tenantId: string }) {
         </dl>
       </Card>
       <PlayerKeyGuards tenant={tenant} />
+      <IntentSettings tenant={tenant} />
       <div class="tiles">
         {tiles.map((tile) => (
           <a class="tile" href={href(['tenants', tenantId, tile.to])} key={tile.to}>
@@ -231,5 +233,52 @@ function PlayerKeyGuards({ tenant }: { tenant: Resource<Tenant> }) {
         )}
       </Card>
     </div>
+  );
+}
+
+/** The tenant's intent settings: the Lead Intent Score at which a visitor counts as a high-intent lead. */
+function IntentSettings({ tenant }: { tenant: Resource<Tenant> }) {
+  const t = tenant.data!;
+  const [threshold, setThreshold] = useState(String(t.high_intent_threshold));
+  const [saved, setSaved] = useState(false);
+  useEffect(() => setThreshold(String(t.high_intent_threshold)), [t.high_intent_threshold]);
+  const value = wholeNumber(threshold, 0, 100);
+  const save = useAction(async () => {
+    setSaved(false);
+    await api<Tenant>('PATCH', `/tenants/${encodeURIComponent(t.id)}`, { high_intent_threshold: value });
+    await tenant.reload();
+    setSaved(true);
+  });
+  return (
+    <Card titleId="intent-title" title="Lead intent" testId="intent-settings">
+      <div class="intent-settings">
+        <ActionForm
+          action={save}
+          ready={value !== undefined}
+          label="Save threshold"
+          busyLabel="Saving…"
+          status={saved && !save.error ? <p class="hint" role="status">Saved.</p> : undefined}
+        >
+          <TextField
+            id="high-intent-threshold"
+            label="High-intent threshold"
+            type="number"
+            min={0}
+            max={100}
+            value={threshold}
+            onInput={(v) => {
+              setThreshold(v);
+              setSaved(false);
+            }}
+            required
+            hint={
+              value === undefined
+                ? 'A whole number from 0 to 100.'
+                : `A visitor whose Lead Intent Score reaches ${value} (of 100) counts as a high-intent lead. Default 70.`
+            }
+          />
+        </ActionForm>
+      </div>
+    </Card>
   );
 }

@@ -3,7 +3,7 @@ import type uPlot from 'uplot';
 import { api } from '../api.ts';
 import { bars, Chart, COLORS } from '../chart.tsx';
 import { DataTable, ResourceTable } from '../components/lists.tsx';
-import { formatDuration, formatNumber, formatPercent, formatRatio } from '../format.ts';
+import { formatDuration, formatNumber, formatPercent, formatRatio, wholeNumber } from '../format.ts';
 import { useAction, useResource, useTitle } from '../hooks.ts';
 import { href, navigate, type Route } from '../router.ts';
 import type { Page, Retention, TopVisitor, Video, VideoStats } from '../types.ts';
@@ -16,12 +16,17 @@ export function VideosPage({ tenantId }: { tenantId: string }) {
   const list = useResource<Page<Video>>(videosPath(tenantId));
   const [title, setTitle] = useState('');
   const [duration, setDuration] = useState('');
+  const [pitch, setPitch] = useState('');
+  const [offerWindow, setOfferWindow] = useState('');
   const seconds = Number(duration);
-  const valid = title.trim() !== '' && duration.trim() !== '' && Number.isInteger(seconds) && seconds >= 0 && seconds <= 1_000_000;
+  const intent = intentInput(pitch, offerWindow, true);
+  const valid = title.trim() !== '' && duration.trim() !== '' && Number.isInteger(seconds) && seconds >= 0 && seconds <= 1_000_000 && intent !== undefined;
   const create = useAction(async () => {
-    await api<Video>('POST', videosPath(tenantId), { title: title.trim(), duration_sec: seconds });
+    await api<Video>('POST', videosPath(tenantId), { title: title.trim(), duration_sec: seconds, ...intent });
     setTitle('');
     setDuration('');
+    setPitch('');
+    setOfferWindow('');
     await list.reload();
   });
 
@@ -36,7 +41,7 @@ export function VideosPage({ tenantId }: { tenantId: string }) {
           <ResourceTable
             res={list}
             testId="videos-table"
-            columns={['Title', 'Video id', 'Duration', 'Registered']}
+            columns={['Title', 'Video id', 'Duration', 'Pitch at', 'Registered']}
             empty="No videos yet."
             row={(v) => (
               <tr key={v.id} data-video-id={v.id}>
@@ -45,6 +50,7 @@ export function VideosPage({ tenantId }: { tenantId: string }) {
                 </td>
                 <td class="mono small">{v.id}</td>
                 <td class="num">{formatDuration(v.duration_sec)}</td>
+                <td class="num" data-col="pitch">{v.pitch_at_sec === null ? <span class="muted">—</span> : formatDuration(v.pitch_at_sec)}</td>
                 <td>
                   <Time iso={v.created_at} />
                 </td>
@@ -56,10 +62,87 @@ export function VideosPage({ tenantId }: { tenantId: string }) {
           <ActionForm action={create} ready={valid} label="Register video" busyLabel="Registering…">
             <TextField id="video-title" label="Title" value={title} onInput={setTitle} required placeholder="Product demo" />
             <TextField id="video-duration" label="Duration (seconds)" type="number" min={0} max={1000000} value={duration} onInput={setDuration} required placeholder="120" hint={valid ? formatDuration(seconds) : 'Whole seconds.'} />
+            <IntentFields idPrefix="video" pitch={pitch} setPitch={setPitch} offerWindow={offerWindow} setOfferWindow={setOfferWindow} />
           </ActionForm>
         </Card>
       </div>
     </>
+  );
+}
+
+/**
+ * The intent settings typed into a form, as the API takes them: an empty
+ * pitch is none (null), an empty offer window the default (left out on
+ * create). Undefined when a field holds something else than it allows.
+ */
+function intentInput(pitch: string, offerWindow: string, creating: boolean): { pitch_at_sec: number | null; offer_window_sec?: number } | undefined {
+  const pitchAt = pitch.trim() === '' ? null : wholeNumber(pitch, 0, 1_000_000);
+  if (pitchAt === undefined) return undefined;
+  if (offerWindow.trim() === '' && creating) return { pitch_at_sec: pitchAt };
+  const window = wholeNumber(offerWindow, 1, 3600);
+  return window === undefined ? undefined : { pitch_at_sec: pitchAt, offer_window_sec: window };
+}
+
+function IntentFields(p: { idPrefix: string; pitch: string; setPitch: (v: string) => void; offerWindow: string; setOfferWindow: (v: string) => void }) {
+  const pitchAt = p.pitch.trim() === '' ? null : wholeNumber(p.pitch, 0, 1_000_000);
+  return (
+    <>
+      <TextField
+        id={`${p.idPrefix}-pitch-at`}
+        label="Pitch starts at (seconds)"
+        type="number"
+        min={0}
+        max={1000000}
+        value={p.pitch}
+        onInput={p.setPitch}
+        placeholder="none"
+        hint={pitchAt === undefined ? 'Whole seconds of playback, or empty for none.' : pitchAt === null ? 'Where the offer segment starts. Empty: the video has none.' : `The offer segment starts at ${formatDuration(pitchAt)}.`}
+      />
+      <TextField
+        id={`${p.idPrefix}-offer-window`}
+        label="Offer window (seconds)"
+        type="number"
+        min={1}
+        max={3600}
+        value={p.offerWindow}
+        onInput={p.setOfferWindow}
+        placeholder="60"
+        hint="After the CTA is shown, a session that ends within this many seconds without a click counts as abandoned after the offer (1 to 3600; default 60)."
+      />
+    </>
+  );
+}
+
+/** A video's pitch and offer window, changed in place. */
+function VideoIntentSettings({ tenantId, video, reload }: { tenantId: string; video: Video; reload: () => Promise<unknown> }) {
+  const [pitch, setPitch] = useState(video.pitch_at_sec === null ? '' : String(video.pitch_at_sec));
+  const [offerWindow, setOfferWindow] = useState(String(video.offer_window_sec));
+  const [saved, setSaved] = useState(false);
+  const intent = intentInput(pitch, offerWindow, false);
+  const save = useAction(async () => {
+    setSaved(false);
+    await api<Video>('PATCH', `${videosPath(tenantId)}/${encodeURIComponent(video.id)}`, intent);
+    await reload();
+    setSaved(true);
+  });
+  const edit = (set: (v: string) => void) => (v: string) => {
+    set(v);
+    setSaved(false);
+  };
+  return (
+    <Card titleId="video-intent-title" title="Pitch and offer" testId="video-intent-settings">
+      <div class="intent-settings">
+        <ActionForm
+          action={save}
+          ready={intent !== undefined}
+          label="Save pitch and offer"
+          busyLabel="Saving…"
+          status={saved && !save.error ? <p class="hint" role="status">Saved.</p> : undefined}
+        >
+          <IntentFields idPrefix="edit" pitch={pitch} setPitch={edit(setPitch)} offerWindow={offerWindow} setOfferWindow={edit(setOfferWindow)} />
+        </ActionForm>
+      </div>
+    </Card>
   );
 }
 
@@ -134,6 +217,7 @@ export function VideoAnalyticsPage({ tenantId, videoId, route }: { tenantId: str
           {top.data ? <TopVisitors visitors={top.data.data} /> : !top.error && <Loading />}
         </Card>
       </div>
+      {video && <VideoIntentSettings key={video.id} tenantId={tenantId} video={video} reload={videos.reload} />}
     </>
   );
 }
