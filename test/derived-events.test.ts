@@ -84,6 +84,35 @@ describe('derived events, end to end', () => {
     expect(conversion!.body).toMatchObject({ event_name: 'conversion', visitor_id: 'vis_buyer', external_lead_id: 'crm-7', conversion_value: 49.9, conversion_currency: 'EUR' });
   });
 
+  it('reached_pitch once per session when playback reaches the video\'s pitch; abandoned_before_pitch when a session that played ends before it', async () => {
+    await destination('/pitch', ['reached_pitch', 'abandoned_before_pitch']);
+    const pitched = await s.admin('POST', `/tenants/${t.id}/videos`, { title: 'Webinar', duration_sec: 600, pitch_at_sec: 300 });
+    expect(pitched.status, pitched.text).toBe(201);
+    const video_id = pitched.body.id as string;
+    const watcher = { video_id, visitor_id: 'vis_watcher', session_id: 'ses_watcher', duration: 600 };
+    const leaver = { video_id, visitor_id: 'vis_leaver', session_id: 'ses_leaver', duration: 600 };
+    expect(
+      (
+        await s.collect(t.player_key, [
+          { ...watcher, event_name: 'video_play', current_time: 0 },
+          { ...watcher, event_name: 'seek', from: 10, to: 320, current_time: 320 }, // a seek past the pitch is not reaching it
+          { ...watcher, event_name: 'heartbeat', current_time: 301, play_ms: 1000 },
+          { ...watcher, event_name: 'heartbeat', current_time: 330, play_ms: 1000 },
+          { ...leaver, event_name: 'video_play', current_time: 0 },
+          { ...leaver, event_name: 'session_ended', current_time: 120 },
+        ])
+      ).status,
+    ).toBe(202);
+    const got = await delivered('/pitch', 2);
+    const byEvent = Object.fromEntries(got.map((r) => [r.headers['x-player-event'], r.body]));
+    expect(byEvent.reached_pitch).toMatchObject({ session_id: 'ses_watcher', video_id, current_time: 301 });
+    expect(byEvent.abandoned_before_pitch).toMatchObject({ session_id: 'ses_leaver', video_id, current_time: 120 });
+    // The watcher's session then ends by time, past the pitch: nothing more.
+    await new Promise((r) => setTimeout(r, 2500));
+    await s.fanoutIdle();
+    expect(rx.to('/pitch').map((r) => r.headers['x-player-event']).sort()).toEqual(['abandoned_before_pitch', 'reached_pitch']);
+  });
+
   it('abandoned_after_offer: the session ends (session_ended, or its events stop) within the window after cta_shown, without a click', async () => {
     await destination('/offer', ['abandoned_after_offer']);
     const shown = { video_id: t.videoId, event_name: 'cta_shown', current_time: 90 };

@@ -1,4 +1,5 @@
 import type { Admin, Kafka, Producer } from 'kafkajs';
+import { DEFAULT_HIGH_INTENT_THRESHOLD, DEFAULT_OFFER_WINDOW_SEC } from '../../schemas/intent-settings.ts';
 import { PlayerEventRecord, playerEventViolation } from '../../schemas/records.ts';
 import type { SchemaRegistry } from '../../schemas/registry.ts';
 import type { ConfigStore } from '../../shared/config-store/config-store.ts';
@@ -30,9 +31,6 @@ export interface DerivedDeps {
   latenessMs: number;
 }
 
-/** Defaults of the settings (docs/webhooks.md): a tenant's threshold, a video's offer window. */
-export const DEFAULT_THRESHOLD = 70;
-export const DEFAULT_OFFER_WINDOW_SEC = 60;
 /** How long an ended session is remembered, so that its late events do not open it again. */
 const ENDED_RETENTION_MS = 60 * 60 * 1000;
 const TICK = 'tick';
@@ -69,11 +67,11 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
   const { kafka, admin, registry, store, topics, log, metrics } = deps;
   const decodeEvent = recordDecoder(deps.registry, 'player-event', PlayerEventRecord, { avroRules: playerEventViolation });
   const settings = (tenantId: string, videoId: string): IntentSettings => {
-    const tenant = store.tenants.get(tenantId) as { high_intent_threshold?: number } | undefined;
-    const video = store.videos.get(videoId) as { tenant_id: string; pitch_at_sec?: number | null; offer_window_sec?: number } | undefined;
+    const tenant = store.tenants.get(tenantId);
+    const video = store.videos.get(videoId);
     const own = video?.tenant_id === tenantId ? video : undefined;
     return {
-      threshold: tenant?.high_intent_threshold ?? DEFAULT_THRESHOLD,
+      threshold: tenant?.high_intent_threshold ?? DEFAULT_HIGH_INTENT_THRESHOLD,
       pitchAtSec: own?.pitch_at_sec ?? null,
       offerWindowSec: own?.offer_window_sec ?? DEFAULT_OFFER_WINDOW_SEC,
     };

@@ -70,7 +70,7 @@ export const ClientEventId = z
 export const CollectEvent = z
   .object({
     event_id: ClientEventId.optional(),
-    event_name: eventName.meta({ description: 'An active event name of spec 6.1, or the signals heartbeat and seek' }),
+    event_name: eventName.meta({ description: 'A player event name of spec 6.1 (not conversion nor the derived events), or the signals heartbeat and seek' }),
     video_id: VideoIdParam,
     session_id: SessionId,
     visitor_id: VisitorId,
