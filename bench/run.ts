@@ -15,9 +15,11 @@
  *      by side and the ratios between them
  *   5. the fan-out draining a backlog of events no destination selects:
  *      events/s and the event-loop delay meanwhile
+ *   6. the derived-events service draining a backlog through both of its
+ *      stages, and the projector over the same backlog, each round in turn
  *
  * BENCH_QUICK=1 shrinks every phase (for checking the harness, not for figures).
- * BENCH_PHASES=intake, projector, fanout, freshness or reads runs that phase alone.
+ * BENCH_PHASES=intake, projector, fanout, derived, freshness or reads runs that phase alone.
  */
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
@@ -36,6 +38,7 @@ import { formatProfileComparison, formatProfileSummary } from './cpu-profile.ts'
 import { benchIntake, INTAKE_MODES, intakeRoundRatio, MODE_LABEL, type IntakeResult } from './intake.ts';
 import { benchProjector, roundRatio, type ProjectorResult } from './projector.ts';
 import { benchFanoutDrain, type FanoutDrainResult } from './fanout-drain.ts';
+import { benchDerivedDrain, type DerivedDrainResult } from './derived-drain.ts';
 import { benchReadGrowth, benchReadLatency, READ_KINDS, READ_LABEL, type ReadKind, type ReadLatencyResult, type ReadOptions } from './read-latency.ts';
 import { fmtInt, fmtMs, fmtRatio, median, table } from './stats.ts';
 import { StackWorker } from './worker-client.ts';
@@ -51,8 +54,10 @@ const ONLY_PROJECTOR = process.env.BENCH_PHASES === 'projector';
 const ONLY_FRESHNESS = process.env.BENCH_PHASES === 'freshness';
 /** BENCH_PHASES=fanout runs (and reports) the fan-out drain phase alone. */
 const ONLY_FANOUT = process.env.BENCH_PHASES === 'fanout';
-if (process.env.BENCH_PHASES && !ONLY_INTAKE && !ONLY_READS && !ONLY_PROJECTOR && !ONLY_FRESHNESS && !ONLY_FANOUT) {
-  throw new Error(`BENCH_PHASES must be intake, projector, fanout, freshness or reads, not ${process.env.BENCH_PHASES}`);
+/** BENCH_PHASES=derived runs (and reports) the derived-events drain phase alone. */
+const ONLY_DERIVED = process.env.BENCH_PHASES === 'derived';
+if (process.env.BENCH_PHASES && !ONLY_INTAKE && !ONLY_READS && !ONLY_PROJECTOR && !ONLY_FRESHNESS && !ONLY_FANOUT && !ONLY_DERIVED) {
+  throw new Error(`BENCH_PHASES must be intake, projector, fanout, derived, freshness or reads, not ${process.env.BENCH_PHASES}`);
 }
 /**
  * BENCH_READ_EVENTS: stored events of the read phase. Several sizes, comma
@@ -85,6 +90,9 @@ const PLAN = {
   fanoutDrainRounds: QUICK ? 1 : 3,
   /** BENCH_DRAIN_SERVICES: the drain phase's SERVICES (default the fan-out alone; every service = a process restarted after downtime). */
   fanoutDrainServices: process.env.BENCH_DRAIN_SERVICES ?? 'fanout',
+  /** Events of the derived-events drain phase's backlog, per round. */
+  derivedDrainEvents: QUICK ? 20_000 : 100_000,
+  derivedDrainRounds: QUICK ? 1 : 3,
   /** BENCH_FRESHNESS_RATES (events/s, comma-separated): one freshness phase per rate, each on its own tenant. */
   freshnessRates: (process.env.BENCH_FRESHNESS_RATES ?? '5000,20000').split(',').map(Number).filter((r) => r > 0),
   /**
@@ -325,6 +333,15 @@ async function main(): Promise<void> {
       outEnd();
       return;
     }
+    const derivedDrain = () => {
+      loads.derived = os.loadavg()[0]!;
+      return benchDerivedDrain(ctx, { events: PLAN.derivedDrainEvents, rounds: PLAN.derivedDrainRounds, timeoutMs: 300_000 });
+    };
+    if (ONLY_DERIVED) {
+      reportDerivedDrain(await derivedDrain());
+      outEnd();
+      return;
+    }
     loads.intake = os.loadavg()[0]!;
     const intake = await benchIntake(ctx, {
       concurrency: PLAN.concurrency,
@@ -342,6 +359,7 @@ async function main(): Promise<void> {
     loads.projector = os.loadavg()[0]!;
     const projector = await benchProjector(ctx, { events: PLAN.projectorEvents, rounds: PLAN.projectorRounds, warmup: PLAN.projectorWarmup });
     const drain = await fanoutDrain();
+    const derived = await derivedDrain();
 
     // The whole stack as deployed by default (every service), since freshness
     // is a property of the deployment, not of the projector alone.
@@ -363,6 +381,7 @@ async function main(): Promise<void> {
 
     report(intake, projector, freshness, reads);
     reportFanoutDrain(drain);
+    reportDerivedDrain(derived);
     out();
     out(`stack start retries ${startRetries.length ? startRetries.join('; ') : 'none'}`);
     outEnd();
@@ -462,6 +481,24 @@ function reportFanoutDrain(drain: FanoutDrainResult): void {
   out();
   out(`fan-out drain (median)               ${fmtInt(drain.steadyMedian)} events/s`);
   out(`event loop while draining (median)   p99 ${fmtMs(drain.eldP99Median)}, max ${fmtMs(drain.eldMaxMedian)}  (the intake and the API share this loop in the default deployment)`);
+  out();
+}
+
+function reportDerivedDrain(d: DerivedDrainResult): void {
+  out('## 6. Derived events draining a backlog, beside the projector on the same backlog');
+  out(loadNote('derived'));
+  out(`${fmtInt(d.rounds[0]?.events ?? 0)} events pre-loaded per round, ${d.rounds.length} rounds (fresh topics each): SERVICES=derived until both its groups have committed to the end (repartition, then intent, each exactly once), then SERVICES=projector over the same topic`);
+  out();
+  out(
+    table([
+      ['round', 'derived-events', 'projector', 'derived / projector'],
+      ...d.rounds.map((r, i) => [String(i + 1), `${fmtInt(r.derivedPerSec)}/s`, `${fmtInt(r.projectorPerSec)}/s`, fmtRatio(r.ratio)]),
+    ]),
+  );
+  out();
+  out(`derived-events drain (median)        ${fmtInt(d.derivedMedian)} events/s`);
+  out(`projector, same backlog (median)     ${fmtInt(d.projectorMedian)} events/s`);
+  out(`derived / projector (median of rounds) ${fmtRatio(d.ratioMedian)}  (goal ≥ 0.80×)`);
   out();
 }
 

@@ -152,7 +152,7 @@ describe('hostile but well-formed reads', () => {
     // The ClickHouse password is read where the process opens ClickHouse (services/stack.ts, startClickHouse).
     const readers: Record<string, readonly ServiceName[]> = { ...SECRET_READERS, CLICKHOUSE_PASSWORD: ['api', 'admin', 'projector'] };
     const apps = Object.entries(compose.services).filter(([, svc]) => svc.environment?.SERVICES);
-    expect(apps.map(([name]) => name).sort()).toEqual(['api', 'fanout', 'ingest', 'projector']);
+    expect(apps.map(([name]) => name).sort()).toEqual(['api', 'derived', 'fanout', 'ingest', 'projector']);
     for (const [name, svc] of apps) {
       const services = String(svc.environment!.SERVICES).split(',') as ServiceName[];
       const expected = Object.keys(readers).filter((secret) => readers[secret]!.some((r) => services.includes(r)));
@@ -164,6 +164,7 @@ describe('hostile but well-formed reads', () => {
       ['ingest', []],
       ['projector', []],
       ['fanout', ['secrets-key']],
+      ['derived', []],
       ['api', ['cursor-secret']],
       ['admin', ['admin-token', 'cursor-secret', 'secrets-key']],
     ] as const) {

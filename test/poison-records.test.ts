@@ -10,7 +10,7 @@ import { TestStack, eventually, type TestTenant } from './helpers/stack.ts';
 
 /** Every topic the service reads, and the consumer groups (or the config store) that read it. */
 const READERS: Partial<Record<TopicKey, string[]>> = {
-  playerEvents: ['projector', 'fanout'],
+  playerEvents: ['projector', 'fanout', 'derived-repartition'],
   videos: ['projector-videos', 'config-store'],
   tenants: ['config-store'],
   apiKeys: ['config-store'],
@@ -281,8 +281,8 @@ describe('poison records on every topic the service reads', () => {
     await noLag();
     const groupsFor = async (source: string) =>
       new Set((await deadLetters()).filter((l) => l.source === source).map((l) => l.group));
-    expect(await groupsFor(keptPoison)).toEqual(new Set([`${s.topicPrefix}projector`, `${s.topicPrefix}fanout`]));
+    expect(await groupsFor(keptPoison)).toEqual(new Set([`${s.topicPrefix}projector`, `${s.topicPrefix}fanout`, `${s.topicPrefix}derived-repartition`]));
     // The fan-out read past it (no lag above) without decoding it.
-    expect(await groupsFor(quietPoison)).toEqual(new Set([`${s.topicPrefix}projector`]));
+    expect(await groupsFor(quietPoison)).toEqual(new Set([`${s.topicPrefix}projector`, `${s.topicPrefix}derived-repartition`]));
   });
 });

@@ -216,16 +216,16 @@ describe('signed webhooks to a real HTTPS receiver', () => {
     expect(rx.to('/test-b')).toHaveLength(0);
   });
 
-  it('never delivers coming-soon events, even when selected', async () => {
-    await createDestination('/soon', { events: ['conversion', 'reached_pitch', 'video_view'] });
+  it('delivers what a destination selects, a server-side conversion included, and nothing else', async () => {
+    await createDestination('/selected', { events: ['conversion', 'video_view'] });
     const conv = await s.request('POST', '/api/public/conversion', { token: t.apiKey, body: { visitor_id: 'vis_conv', video_id: t.videoId, value: 10, currency: 'EUR' } });
     expect(conv.status).toBe(202);
-    expect((await s.collect(t.player_key, [{ event_name: 'video_view', video_id: t.videoId }])).status).toBe(202);
-    // The two events have different keys, so no order between them holds: wait
+    expect((await s.collect(t.player_key, [{ event_name: 'video_view', video_id: t.videoId }, { event_name: 'video_play', video_id: t.videoId }])).status).toBe(202);
+    // The events have different keys, so no order between them holds: wait
     // until the fan-out has committed past every event, then look.
-    await eventually(async () => (rx.to('/soon').length >= 1 ? true : undefined), 10_000);
+    await eventually(async () => (rx.to('/selected').length >= 2 ? true : undefined), 10_000);
     await s.fanoutIdle();
-    expect(rx.to('/soon').map((r) => r.headers['x-player-event'])).toEqual(['video_view']);
+    expect(rx.to('/selected').map((r) => r.headers['x-player-event']).sort()).toEqual(['conversion', 'video_view']);
   });
 
   it('manages destinations: validation, patch, regenerate, delete', async () => {

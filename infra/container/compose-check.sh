@@ -40,7 +40,7 @@ export API_PORT=$(free_port) INGEST_PORT=$(free_port)
 log "validating compose.yaml"
 docker-compose -f compose.yaml config -q
 services=$(docker-compose -f compose.yaml config --services | sort | tr '\n' ' ')
-[[ $services == "api clickhouse fanout ingest kafka projector " ]] || { log "unexpected services: $services"; exit 1; }
+[[ $services == "api clickhouse derived fanout ingest kafka projector " ]] || { log "unexpected services: $services"; exit 1; }
 
 compose() { podman-compose -p "$PROJECT" -f compose.yaml "$@"; }
 cleanup() {

@@ -1,0 +1,119 @@
+import type { Admin } from 'kafkajs';
+import { SchemaRegistry } from '../schemas/registry.ts';
+import type { Topics } from '../shared/kafka/topics.ts';
+import { sleep, type BenchContext } from './context.ts';
+import { freshTopics, preloadEvents } from './preload.ts';
+import { median } from './stats.ts';
+
+export interface DerivedDrainRound {
+  events: number;
+  /** Events/s of the derived-events service through both stages, from its first commit to its last. */
+  derivedPerSec: number;
+  /** Events/s of the projector over the same backlog, likewise. */
+  projectorPerSec: number;
+  ratio: number;
+}
+
+export interface DerivedDrainResult {
+  rounds: DerivedDrainRound[];
+  derivedMedian: number;
+  projectorMedian: number;
+  /** Median over the rounds of each round's derived / projector ratio. */
+  ratioMedian: number;
+}
+
+/** Records of `topic` the group has not committed, or undefined while its coordinator cannot say. */
+async function lagOf(admin: Admin, groupId: string, topic: string): Promise<number | undefined> {
+  try {
+    const ends = await admin.fetchTopicOffsets(topic);
+    const [group] = await admin.fetchOffsets({ groupId, topics: [topic] });
+    let lag = 0;
+    for (const e of ends) {
+      const committed = Number(group?.partitions.find((p) => p.partition === e.partition)?.offset ?? '-1');
+      lag += committed < 0 ? Number(e.high) - Number(e.low) : Math.max(0, Number(e.high) - committed);
+    }
+    return lag;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Polls until every (group, topic) has no lag; answers the events/s from the
+ * first commit seen to the last, over `events`.
+ */
+async function timeDrain(admin: Admin, watch: [string, string][], events: number, timeoutMs: number): Promise<number> {
+  const deadline = Date.now() + timeoutMs;
+  let firstAt: number | undefined;
+  let firstLeft = events;
+  for (;;) {
+    if (Date.now() > deadline) throw new Error(`derived drain: not drained after ${timeoutMs / 1000} s`);
+    await sleep(50);
+    const lags = await Promise.all(watch.map(([g, t]) => lagOf(admin, g, t)));
+    if (lags.some((l) => l === undefined)) continue;
+    const first = lags[0]!;
+    if (firstAt === undefined && first < events) {
+      firstAt = Date.now();
+      firstLeft = first;
+    }
+    if (lags.every((l) => l === 0)) return firstAt === undefined ? Number.NaN : firstLeft / ((Date.now() - firstAt) / 1000);
+  }
+}
+
+/**
+ * The derived-events service draining a backlog of `events` player events
+ * (through both of its stages, each exactly once), then the projector
+ * draining the same backlog, one after the other in each round.
+ */
+export async function benchDerivedDrain(ctx: BenchContext, opts: { events: number; rounds: number; timeoutMs: number }): Promise<DerivedDrainResult> {
+  const registry = SchemaRegistry.fromManifest();
+  const rounds: DerivedDrainRound[] = [];
+  const admin = ctx.kafka.admin();
+  await admin.connect();
+  try {
+    for (let r = 0; r < opts.rounds; r++) {
+      const name = `derived-drain${r + 1}`;
+      const prefix = `bench-${ctx.runId}-${name}.`;
+      const topics: Topics = await freshTopics(ctx, prefix);
+      ctx.progress(`${name}: pre-loading ${opts.events} events`);
+      await preloadEvents(ctx, registry, topics.playerEvents, opts.events);
+
+      ctx.progress(`${name}: the derived-events service`);
+      const { worker: derived } = await ctx.startWorker(name, 'derived');
+      let derivedPerSec: number;
+      try {
+        derivedPerSec = await timeDrain(
+          admin,
+          [
+            [`${prefix}derived-repartition`, topics.playerEvents],
+            [`${prefix}derived-intent`, topics.derivedByVisitor],
+          ],
+          opts.events,
+          opts.timeoutMs,
+        );
+      } finally {
+        await derived.stop();
+      }
+
+      ctx.progress(`${name}: the projector on the same backlog`);
+      const { worker: projector } = await ctx.startWorker(`${name}-projector`, 'projector', { KAFKA_TOPIC_PREFIX: prefix });
+      let projectorPerSec: number;
+      try {
+        projectorPerSec = await timeDrain(admin, [[`${prefix}projector`, topics.playerEvents]], opts.events, opts.timeoutMs);
+      } finally {
+        await projector.stop();
+      }
+      const round = { events: opts.events, derivedPerSec, projectorPerSec, ratio: derivedPerSec / projectorPerSec };
+      rounds.push(round);
+      ctx.progress(`${name}: derived ${Math.round(derivedPerSec)} events/s, projector ${Math.round(projectorPerSec)} events/s, ratio ${round.ratio.toFixed(2)}`);
+    }
+  } finally {
+    await admin.disconnect();
+  }
+  return {
+    rounds,
+    derivedMedian: median(rounds.map((r) => r.derivedPerSec)),
+    projectorMedian: median(rounds.map((r) => r.projectorPerSec)),
+    ratioMedian: median(rounds.map((r) => r.ratio)),
+  };
+}
