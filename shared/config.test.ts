@@ -4,7 +4,7 @@ import { ConfigError, loadConfig } from './config.ts';
 describe('configuration', () => {
   it('has defaults for a local run', () => {
     const c = loadConfig({});
-    expect(c).toMatchObject({ PORT: 3000, DATA_DIR: '.data', SERVICES: ['ingest', 'projector', 'fanout', 'api', 'admin'], RATE_LIMIT_PER_MINUTE: 1000 });
+    expect(c).toMatchObject({ PORT: 3000, DATA_DIR: '.data', SERVICES: ['ingest', 'projector', 'fanout', 'derived', 'api', 'admin'], RATE_LIMIT_PER_MINUTE: 1000 });
     expect(c.KAFKA_BROKERS).toBeUndefined();
     expect(c.CLICKHOUSE_URL).toBeUndefined();
   });

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseVideoId } from '../shared/ids.ts';
 import { verifyWebhook } from '../shared/webhooks/verify.ts';
 import { startHttpsReceiver, type HttpsReceiver, type ReceivedRequest } from './helpers/https-receiver.ts';
 import { TestStack, eventually, type TestTenant } from './helpers/stack.ts';
@@ -96,8 +97,8 @@ describe('derived events, end to end', () => {
         await s.collect(t.player_key, [
           { ...watcher, event_name: 'video_play', current_time: 0 },
           { ...watcher, event_name: 'seek', from: 10, to: 320, current_time: 320 }, // a seek past the pitch is not reaching it
-          { ...watcher, event_name: 'heartbeat', current_time: 301, play_ms: 1000 },
-          { ...watcher, event_name: 'heartbeat', current_time: 330, play_ms: 1000 },
+          { ...watcher, event_name: 'heartbeat', current_time: 301, play_ms: 1000, focus_ms: 1000 },
+          { ...watcher, event_name: 'heartbeat', current_time: 330, play_ms: 1000, focus_ms: 1000 },
           { ...leaver, event_name: 'video_play', current_time: 0 },
           { ...leaver, event_name: 'session_ended', current_time: 120 },
         ])
@@ -105,8 +106,9 @@ describe('derived events, end to end', () => {
     ).toBe(202);
     const got = await delivered('/pitch', 2);
     const byEvent = Object.fromEntries(got.map((r) => [r.headers['x-player-event'], r.body]));
-    expect(byEvent.reached_pitch).toMatchObject({ session_id: 'ses_watcher', video_id, current_time: 301 });
-    expect(byEvent.abandoned_before_pitch).toMatchObject({ session_id: 'ses_leaver', video_id, current_time: 120 });
+    const videoUuid = parseVideoId(video_id);
+    expect(byEvent.reached_pitch).toMatchObject({ session_id: 'ses_watcher', video_id: videoUuid, current_time: 301 });
+    expect(byEvent.abandoned_before_pitch).toMatchObject({ session_id: 'ses_leaver', video_id: videoUuid, current_time: 120 });
     // The watcher's session then ends by time, past the pitch: nothing more.
     await new Promise((r) => setTimeout(r, 2500));
     await s.fanoutIdle();

@@ -234,7 +234,8 @@ describe('poison records on every topic the service reads', () => {
     const metrics = await s.request('GET', '/metrics');
     const counted = [...metrics.text.matchAll(/^dead_lettered_records_total\{[^}]*\} (\d+)/gm)].reduce((a, m) => a + Number(m[1]), 0);
     expect(counted).toBe(letters.length);
-    expect(metrics.text).toMatch(new RegExp(`dead_lettered_records_total\\{topic="${topics.playerEvents.replace('.', '\\.')}",reason="unknown_schema"\\} 2`));
+    // One player-event poison of that kind, dead-lettered by each of its three readers.
+    expect(metrics.text).toMatch(new RegExp(`dead_lettered_records_total\\{topic="${topics.playerEvents.replace('.', '\\.')}",reason="unknown_schema"\\} 3`));
 
     // The service says it is ready.
     const ready = await s.request('GET', '/readyz');

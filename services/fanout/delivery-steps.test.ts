@@ -98,9 +98,10 @@ describe('planFanOut', () => {
     expect(plan.security.map((s) => s.record.kind)).toEqual(['webhook_missing_secret', 'integration_missing_webhook_secret']);
   });
 
-  it('delivers nothing for an event that is not active', () => {
-    const plan = planFanOut({ ...event, event_name: 'conversion' }, [destination(1), destination(2, { secret_enc: null })], NOW);
+  it('delivers nothing for a signal (heartbeat, seek): only the events of spec 6.1 are delivered', () => {
+    const plan = planFanOut({ ...event, event_name: 'heartbeat' }, [destination(1), destination(2, { secret_enc: null })], NOW);
     expect(plan).toEqual({ deliveries: [], security: [] });
+    expect(planFanOut({ ...event, event_name: 'conversion' }, [destination(1)], NOW).deliveries).toHaveLength(1);
   });
 });
 
