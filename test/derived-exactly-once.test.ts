@@ -135,7 +135,9 @@ describe('derived events exactly once: three brokers, separate processes, kill -
             signal: AbortSignal.timeout(30_000),
           }).catch(() => undefined);
           if (res?.status === 202) return;
-          await sleep(200); // refused while a broker is down: sent again, as a player would
+          // Refused while a broker is down (503) or not answered: sent again, as a player would.
+          if (res && res.status !== 503) throw new Error(`collect: HTTP ${res.status} ${await res.text()}`);
+          await sleep(200);
         }
       };
 

@@ -1,0 +1,156 @@
+/**
+ * `npm run bench:intent`: how soon a customer hears of a hot lead. A stack
+ * with every service (one child process) takes BENCH_INTENT_RATE (5,000)
+ * events/s of ordinary viewing; meanwhile, every 100 ms a visitor that had
+ * watched the whole video with full focus clicks the CTA, which takes its
+ * score from 60 to 73, past the threshold of 70. Measured: from the 202 of
+ * that click's request to the `high_intent_lead` delivery at an HTTPS
+ * receiver in this process. Rounds of BENCH_INTENT_ROUND_MS (20 s), after a
+ * warm-up round; medians of the rounds' p50 and p99.
+ */
+import { randomBytes } from 'node:crypto';
+import os from 'node:os';
+import { join } from 'node:path';
+import { ConfigSchema } from '../shared/config.ts';
+import { startHttpsReceiver } from '../test/helpers/https-receiver.ts';
+import { setupTenant, sleep } from './context.ts';
+import { benchBrokers, runBench, startBenchRun } from './harness.ts';
+import { HttpClient } from './http-client.ts';
+import { fmtInt, fmtMs, median, quantile, table } from './stats.ts';
+import { StackWorker } from './worker-client.ts';
+
+const RATE = Number(process.env.BENCH_INTENT_RATE ?? 5000);
+const ROUND_MS = Number(process.env.BENCH_INTENT_ROUND_MS ?? 20_000);
+const ROUNDS = Number(process.env.BENCH_INTENT_ROUNDS ?? 3);
+const BATCH = 50;
+const CROSS_EVERY_MS = 100;
+
+const T0 = performance.now();
+const progress = (msg: string) => process.stderr.write(`[bench:intent +${((performance.now() - T0) / 1000).toFixed(0).padStart(3)} s] ${msg}\n`);
+const out = (s = '') => process.stdout.write(`${s}\n`);
+
+interface Round {
+  crossings: number;
+  delivered: number;
+  eventsPerSec: number;
+  p50: number;
+  p99: number;
+  max: number;
+}
+
+async function main(): Promise<void> {
+  const run = startBenchRun({ tmpPrefix: 'va-bench-intent-', maxRunMs: 10 * 60_000, progress });
+  try {
+    out('# Intent latency: 202 of the crossing event → high_intent_lead delivery');
+    out();
+    out(`command     npm run bench:intent`);
+    out(`date        ${new Date().toISOString()}`);
+    out(`machine     ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'unknown CPU'}, load avg ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} at start`);
+    out(`load        ${fmtInt(RATE)} events/s in requests of ${BATCH} (ordinary viewing), one crossing click every ${CROSS_EVERY_MS} ms; ${ROUNDS} rounds of ${ROUND_MS / 1000} s after a warm-up round`);
+    const { brokers } = await benchBrokers(run, process.env.KAFKA_BROKERS?.trim(), 12, progress);
+    const rx = await startHttpsReceiver();
+    run.cleanups.push(() => rx.close());
+    const adminToken = `adm_${randomBytes(16).toString('hex')}`;
+    const env: Record<string, string> = {};
+    for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !(k in ConfigSchema.shape)) env[k] = v;
+    const worker = await StackWorker.start({
+      name: 'intent',
+      logDir: run.tmp,
+      env: {
+        ...env,
+        ...rx.env,
+        KAFKA_BROKERS: brokers.join(','),
+        KAFKA_TOPIC_PREFIX: `bench-${run.runId}-intent.`,
+        DATA_DIR: join(run.tmp, 'intent'),
+        PORT: '0',
+        HOST: '127.0.0.1',
+        ADMIN_TOKEN: adminToken,
+        RATE_LIMIT_PER_MINUTE: '100000000',
+        PLAYER_KEY_EVENTS_PER_MINUTE: '0',
+        CLIENT_ADDRESS_REQUESTS_PER_MINUTE: '0',
+        LOG_LEVEL: 'warn',
+      },
+    });
+    run.cleanups.push(() => worker.stop());
+    const client = new HttpClient(worker.ready.url, 64);
+    run.cleanups.push(async () => client.close());
+    const { tenant, videoIds } = await setupTenant(client, adminToken, 'bench intent', 4, false);
+    await client.json('POST', `/admin/v1/tenants/${tenant.id}/destinations`, { token: adminToken, body: { name: 'leads', url: rx.url('/leads'), events: ['high_intent_lead'] } });
+
+    const deliveredAt = new Map<string, number>();
+    rx.setBehaviour((req) => {
+      const visitor = String((JSON.parse(req.rawBody.toString()) as { visitor_id?: unknown }).visitor_id);
+      if (!deliveredAt.has(visitor)) deliveredAt.set(visitor, performance.now());
+      return { status: 200 };
+    });
+    const post = async (events: unknown[]): Promise<number> => {
+      const res = await client.request('POST', '/v1/collect', { body: JSON.stringify({ events }), headers: { 'x-player-key': tenant.player_key } });
+      if (res.status !== 202) throw new Error(`collect: HTTP ${res.status} ${res.body.slice(0, 200)}`);
+      return performance.now();
+    };
+    let seq = 0;
+    const viewing = (n: number) =>
+      Array.from({ length: n }, () => {
+        const i = seq++;
+        // Partly watched, unfocused: ordinary traffic never crosses the threshold.
+        return { event_name: 'heartbeat', video_id: videoIds[i % 4], session_id: `ses_v${i % 20_000}`, visitor_id: `vis_v${i % 20_000}`, play_ms: 5000, focus_ms: 1000, watched_percentage: 20, current_time: 24, duration: 120 };
+      });
+
+    const measure = async (name: string): Promise<Round> => {
+      const acked = new Map<string, number>();
+      const end = performance.now() + ROUND_MS;
+      let sent = 0;
+      const pace = 1000 / (RATE / BATCH);
+      const load = (async () => {
+        const inFlight = new Set<Promise<unknown>>();
+        for (let next = performance.now(); performance.now() < end; next += pace) {
+          const wait = next - performance.now();
+          if (wait > 0) await sleep(wait);
+          const p = post(viewing(BATCH)).then(() => (sent += BATCH));
+          inFlight.add(p);
+          void p.finally(() => inFlight.delete(p));
+          if (inFlight.size >= 64) await Promise.race(inFlight);
+        }
+        await Promise.all(inFlight);
+      })();
+      const crossings = (async () => {
+        for (let i = 0; performance.now() < end; i++) {
+          const visitor = `vis_${name}_${i}`;
+          const base = { video_id: videoIds[0], session_id: `ses_${name}_${i}`, visitor_id: visitor, duration: 120 };
+          // 40 (watched all) + 20 (all of it focused) = 60: not yet.
+          await post([{ ...base, event_name: 'watched_90_percent', watched_percentage: 100, current_time: 110 }, { ...base, event_name: 'heartbeat', play_ms: 5000, focus_ms: 5000, current_time: 110 }]);
+          await sleep(CROSS_EVERY_MS / 2);
+          acked.set(visitor, await post([{ ...base, event_name: 'cta_clicked', current_time: 111 }])); // 73: crossed
+          await sleep(CROSS_EVERY_MS / 2);
+        }
+      })();
+      const t0 = performance.now();
+      await Promise.all([load, crossings]);
+      const eventsPerSec = sent / ((performance.now() - t0) / 1000);
+      const deadline = performance.now() + 30_000;
+      while ([...acked.keys()].some((v) => !deliveredAt.has(v)) && performance.now() < deadline) await sleep(50);
+      const lat = [...acked].filter(([v]) => deliveredAt.has(v)).map(([v, at]) => deliveredAt.get(v)! - at);
+      const round = { crossings: acked.size, delivered: lat.length, eventsPerSec, p50: quantile(lat, 0.5), p99: quantile(lat, 0.99), max: Math.max(...lat) };
+      progress(`${name}: ${fmtInt(eventsPerSec)} events/s, ${round.delivered}/${round.crossings} leads delivered, p50 ${fmtMs(round.p50)}, p99 ${fmtMs(round.p99)}`);
+      return round;
+    };
+
+    await measure('warmup');
+    const rounds: Round[] = [];
+    for (let r = 1; r <= ROUNDS; r++) rounds.push(await measure(`round${r}`));
+    out();
+    out(
+      table([
+        ['round', 'events/s', 'crossings', 'delivered', 'p50', 'p99', 'max'],
+        ...rounds.map((r, i) => [String(i + 1), fmtInt(r.eventsPerSec), String(r.crossings), String(r.delivered), fmtMs(r.p50), fmtMs(r.p99), fmtMs(r.max)]),
+      ]),
+    );
+    out();
+    out(`202 → high_intent_lead delivered (median of rounds)   p50 ${fmtMs(median(rounds.map((r) => r.p50)))}, p99 ${fmtMs(median(rounds.map((r) => r.p99)))}  (goal p99 ≤ 500 ms)`);
+    out(`load avg    ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} (at the end); duration ${((performance.now() - T0) / 1000).toFixed(0)} s`);
+  } finally {
+    await run.cleanup();
+  }
+}
+
+runBench(main);
