@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { visitorFields } from '../api/api.schema.ts';
+import { visitorFields } from '../api/visitor.schema.ts';
 import { DELIVERY_STATUSES } from '../../schemas/delivery-status.ts';
 import {
   DEFAULT_HIGH_INTENT_THRESHOLD,
