@@ -685,7 +685,7 @@ describe('dashboard in a real browser', () => {
     await page.getByRole('heading', { name: 'Leads', level: 1 }).waitFor();
     expect(await text('.page-header')).toContain('(85)');
     // Marks this document: a reload would lose it.
-    await page.evaluate(() => void ((window as unknown as { leadsMark: number }).leadsMark = 1));
+    await page.evaluate(() => void ((globalThis as unknown as { leadsMark: number }).leadsMark = 1));
     // 40 (watched all) + 20 (all play time focused) + 25 (two CTA clicks) = 85: at the threshold set above.
     const base = { video_id: videoId, visitor_id: 'vis_live_lead', session_id: 'ses_live_lead', duration: 120 };
     const events = [
@@ -700,7 +700,7 @@ describe('dashboard in a real browser', () => {
     await row.waitFor({ timeout: 60_000 });
     expect(await row.getByTestId('lead-score').innerText()).toBe('85');
     expect(await row.innerText()).toContain('2 CTA clicks');
-    expect(await page.evaluate(() => (window as unknown as { leadsMark?: number }).leadsMark)).toBe(1);
+    expect(await page.evaluate(() => (globalThis as unknown as { leadsMark?: number }).leadsMark)).toBe(1);
     await shoot('21-leads');
   });
 
