@@ -680,6 +680,30 @@ describe('dashboard in a real browser', () => {
     expect((await teaser())?.offer_window_sec).toBe(30);
   });
 
+  it('lists the leads at the tenant’s threshold and shows a new one without a reload', async () => {
+    await goto(tenantHash('leads'));
+    await page.getByRole('heading', { name: 'Leads', level: 1 }).waitFor();
+    expect(await text('.page-header')).toContain('(85)');
+    // Marks this document: a reload would lose it.
+    await page.evaluate(() => void ((globalThis as unknown as { leadsMark: number }).leadsMark = 1));
+    // 40 (watched all) + 20 (all play time focused) + 25 (two CTA clicks) = 85: at the threshold set above.
+    const base = { video_id: videoId, visitor_id: 'vis_live_lead', session_id: 'ses_live_lead', duration: 120 };
+    const events = [
+      { ...base, event_name: 'watched_90_percent', watched_percentage: 100, current_time: 108 },
+      { ...base, event_name: 'heartbeat', play_ms: 4000, focus_ms: 4000, current_time: 109, watched_percentage: 100 },
+      { ...base, event_name: 'cta_clicked', current_time: 110, watched_percentage: 100 },
+      { ...base, event_name: 'cta_clicked', current_time: 111, watched_percentage: 100 },
+    ];
+    const sent = await s.request('POST', '/v1/collect', { headers: { 'x-player-key': playerKey, origin: 'https://www.example.com' }, body: { events } });
+    expect(sent.status, sent.text).toBe(202);
+    const row = page.locator('[data-testid="leads-table"] tr[data-visitor-id="vis_live_lead"]');
+    await row.waitFor({ timeout: 60_000 });
+    expect(await row.getByTestId('lead-score').innerText()).toBe('85');
+    expect(await row.innerText()).toContain('2 CTA clicks');
+    expect(await page.evaluate(() => (globalThis as unknown as { leadsMark?: number }).leadsMark)).toBe(1);
+    await shoot('21-leads');
+  });
+
   it('signs out; the credentials never appeared in a later response, the page, the console or the log', async () => {
     await goto(tenantHash());
     await page.getByRole('button', { name: 'Sign out' }).focus();

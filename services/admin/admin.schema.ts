@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { visitorFields } from '../api/visitor.schema.ts';
 import { DELIVERY_STATUSES } from '../../schemas/delivery-status.ts';
 import {
   DEFAULT_HIGH_INTENT_THRESHOLD,
@@ -156,3 +157,25 @@ export const SecurityEvent = z
     occurred_at: z.string(),
   })
   .meta({ id: 'SecurityEvent' });
+
+/** How many deliveries a lead shows. */
+export const LEAD_DELIVERIES = 20;
+
+/** A delivery about a lead: one of the webhooks sent for one of its events. */
+export const LeadDelivery = z
+  .object({
+    id: z.uuid(),
+    destination_id: z.uuid(),
+    event_name: z.string(),
+    status: DeliveryStatus,
+    attempt_count: z.number().int().meta({ description: 'Attempts made so far' }),
+    created_at: z.string(),
+  })
+  .meta({ id: 'LeadDelivery' });
+
+export const Lead = z
+  .object({
+    ...visitorFields,
+    deliveries: z.array(LeadDelivery).meta({ description: `The newest deliveries about the visitor's events, at most ${LEAD_DELIVERIES}, newest first` }),
+  })
+  .meta({ id: 'Lead' });

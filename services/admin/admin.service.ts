@@ -2,6 +2,7 @@ import type { ConfigStore, ConfigWriter } from '../../shared/config-store/config
 import type { App } from '../../shared/http/app.ts';
 import { failedAttemptLimit, type FailedAttemptLimit } from '../../shared/http/failed-attempts.ts';
 import type { AnalyticsRepository } from '../api/analytics.repository.ts';
+import type { VisitorsRepository } from '../api/visitors.repository.ts';
 import { adminTokenPlugin } from './admin-token.plugin.ts';
 import type { ManagementRoutesOptions } from './management.routes.ts';
 import type { WebhookAdminOptions } from './webhooks.routes.ts';
@@ -14,6 +15,7 @@ export interface AdminDeps {
   /** Destinations, delivery log, reprocessing, security events. */
   webhooks: WebhookAdminOptions;
   analytics: AnalyticsRepository;
+  visitors: VisitorsRepository;
   now?: () => number;
   intakeLimits: ManagementRoutesOptions['intakeLimits'];
 }
@@ -33,6 +35,7 @@ export function startAdmin(deps: AdminDeps): { stop(): Promise<void>; routes: Ma
     writer: deps.writer,
     webhooks: deps.webhooks,
     analytics: deps.analytics,
+    visitors: deps.visitors,
     now: deps.now,
     intakeLimits: deps.intakeLimits,
   };

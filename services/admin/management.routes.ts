@@ -9,6 +9,7 @@ import { DisplayName, isoTime, isoTimeOrNull, list, problems } from '../../share
 import { ApiError } from '../../shared/http/errors.ts';
 import { hashApiKey, keyPrefix, newApiKey, newId, newPlayerKey, parseVideoId } from '../../shared/ids.ts';
 import type { AnalyticsRepository } from '../api/analytics.repository.ts';
+import type { VisitorsRepository } from '../api/visitors.repository.ts';
 import { analyticsRoutes } from '../api/analytics.routes.ts';
 import { videoView } from '../api/read-api.routes.ts';
 import { DEFAULT_HIGH_INTENT_THRESHOLD, DEFAULT_OFFER_WINDOW_SEC } from '../../schemas/intent-settings.ts';
@@ -26,6 +27,7 @@ import {
   Tenant,
 } from './admin.schema.ts';
 import { TenantParams, adminRoute, tenantOr404 } from './routing.ts';
+import { leadRoutes } from './leads.routes.ts';
 import { webhookAdminRoutes, type WebhookAdminOptions } from './webhooks.routes.ts';
 
 export interface ManagementRoutesOptions {
@@ -34,6 +36,8 @@ export interface ManagementRoutesOptions {
   /** Destinations, delivery log, reprocessing, security events. */
   webhooks: WebhookAdminOptions;
   analytics: AnalyticsRepository;
+  /** The visitor read model (leads). */
+  visitors: VisitorsRepository;
   now?: () => number;
   /** The player intake's limits, shown with each tenant. */
   intakeLimits: Pick<Config, 'PLAYER_KEY_EVENTS_PER_MINUTE' | 'CLIENT_ADDRESS_REQUESTS_PER_MINUTE'>;
@@ -362,6 +366,8 @@ export async function managementRoutes(root: FastifyInstance, deps: ManagementRo
     },
     analytics: deps.analytics,
   });
+
+  await app.register(leadRoutes, { store: deps.store, visitors: deps.visitors, cursorSecret: deps.webhooks.cursorSecret });
 
   await app.register(webhookAdminRoutes, { ...deps.webhooks, store: deps.store, writer: deps.writer, now: deps.now });
 }

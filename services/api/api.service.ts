@@ -3,6 +3,7 @@ import type { App } from '../../shared/http/app.ts';
 import type { ApiKeyAuth } from '../../shared/http/api-key-auth.ts';
 import type { EventsRepository } from './events.repository.ts';
 import type { AnalyticsRepository } from './analytics.repository.ts';
+import type { VisitorsRepository } from './visitors.repository.ts';
 import { readApiPlugin } from './read-api.plugin.ts';
 
 export interface ApiDeps {
@@ -10,6 +11,7 @@ export interface ApiDeps {
   store: ConfigStore;
   events: EventsRepository;
   analytics: AnalyticsRepository;
+  visitors: VisitorsRepository;
   cursorSecret: string;
   apiKeyAuth: ApiKeyAuth;
 }
@@ -22,6 +24,7 @@ export function startApi(deps: ApiDeps): { stop(): Promise<void> } {
     store: deps.store,
     events: deps.events,
     analytics: deps.analytics,
+    visitors: deps.visitors,
     cursorSecret: deps.cursorSecret,
   });
   return { async stop() {} };

@@ -15,5 +15,5 @@ export interface ReadApiPluginOptions extends ReadApiRoutesOptions {
 export async function readApiPlugin(app: FastifyInstance, opts: ReadApiPluginOptions): Promise<void> {
   app.decorateRequest('principal', null);
   app.addHook('onRequest', opts.authenticate);
-  await app.register(readApiRoutes, { store: opts.store, events: opts.events, analytics: opts.analytics, cursorSecret: opts.cursorSecret });
+  await app.register(readApiRoutes, { store: opts.store, events: opts.events, analytics: opts.analytics, visitors: opts.visitors, cursorSecret: opts.cursorSecret });
 }

@@ -9,8 +9,10 @@ import { isoTime, page, problems } from '../../shared/http/schemas.ts';
 import { ApiError } from '../../shared/http/errors.ts';
 import { parseVideoId, toVideoId } from '../../shared/ids.ts';
 import { SCORE_VERSION, factorsFrom, scoreV1 } from '../../shared/score.ts';
-import { EventsQuery, ListVideosQuery, Video, VideoEvent, VideoParams, VisitorParams, VisitorScore } from './api.schema.ts';
+import { EventsQuery, ListVideosQuery, ListVisitorsQuery, Video, VideoEvent, VideoParams, Visitor, VisitorEvent, VisitorParams, VisitorScore, sinceMs } from './api.schema.ts';
 import type { EventsRepository } from './events.repository.ts';
+import { visitorPages, visitorView } from './visitor-pages.ts';
+import type { VisitorsRepository } from './visitors.repository.ts';
 import type { AnalyticsRepository } from './analytics.repository.ts';
 import { analyticsRoutes } from './analytics.routes.ts';
 
@@ -18,6 +20,7 @@ export interface ReadApiRoutesOptions {
   store: ConfigStore;
   events: EventsRepository;
   analytics: AnalyticsRepository;
+  visitors: VisitorsRepository;
   cursorSecret: string;
 }
 
@@ -35,6 +38,8 @@ export async function readApiRoutes(root: FastifyInstance, deps: ReadApiRoutesOp
   const app = root.withTypeProvider<ZodTypeProvider>();
   const eventPages = keysetPages('evt', deps.cursorSecret);
   const videoPages = keysetPages('cur', deps.cursorSecret);
+  const visitorListPages = visitorPages('vsr', deps.cursorSecret);
+  const timelinePages = keysetPages('vtl', deps.cursorSecret);
 
   /** The video, if the caller's tenant owns it: 404 for none, 403 for another tenant's. */
   const ownedVideo = (tenantId: string, raw: string) => {
@@ -86,9 +91,8 @@ export async function readApiRoutes(root: FastifyInstance, deps: ReadApiRoutesOp
       const tenantId = req.principal!.tenantId;
       const video = ownedVideo(tenantId, req.params.video_id);
       const { limit, since, cursor } = req.query;
-      const sinceMs = since === undefined ? undefined : Date.parse(since.length === 10 ? `${since}T00:00:00Z` : since);
       const after = eventPages.after(cursor, video.id);
-      const rows = await deps.events.page({ tenantId, videoId: video.id, sinceMs, after, limit: limit + 1 }, clientGoneSignal(reply));
+      const rows = await deps.events.page({ tenantId, videoId: video.id, sinceMs: sinceMs(since), after, limit: limit + 1 }, clientGoneSignal(reply));
       return eventPages.page(
         rows,
         limit,
@@ -123,6 +127,68 @@ export async function readApiRoutes(root: FastifyInstance, deps: ReadApiRoutesOp
       if (!mine) throw new ApiError('not_found', 'no events for this visitor');
       const factors = factorsFrom(mine);
       return { visitor_id: visitorId, score: scoreV1(factors), factors, computed_at: isoTime(mine.last_ts), score_version: SCORE_VERSION };
+    },
+  );
+
+  app.get(
+    '/visitors',
+    {
+      schema: {
+        operationId: 'listVisitors',
+        tags: ['read'],
+        summary: 'List visitors',
+        description:
+          "Each visitor of the tenant with its latest Lead Intent Score, factors and activity (the visitor read model, kept by the derived-events service: a visitor shows up shortly after its events). Keyset-paginated: order=last_seen (default) lists the most recently seen first, order=score the highest score first, ties by visitor_id. A cursor belongs to the order and filters it was issued for.",
+        security,
+        querystring: ListVisitorsQuery,
+        response: { 200: page(Visitor), ...errors },
+      },
+    },
+    async (req, reply) => {
+      const tenantId = req.principal!.tenantId;
+      const q = req.query;
+      const videoId = q.video_id === undefined ? undefined : parseVideoId(q.video_id)!;
+      const since = sinceMs(q.since);
+      const scope = [tenantId, q.order, q.min_score ?? null, since ?? null, videoId ?? null];
+      const after = visitorListPages.after(q.cursor, scope);
+      const rows = await deps.visitors.list({ tenantId, order: q.order, minScore: q.min_score, sinceMs: since, videoId, after, limit: q.limit + 1 }, clientGoneSignal(reply));
+      return visitorListPages.page(rows, q.limit, scope, visitorView);
+    },
+  );
+
+  app.get(
+    '/visitors/:visitor_id/events',
+    {
+      schema: {
+        operationId: 'listVisitorEvents',
+        tags: ['read'],
+        summary: 'Events of a visitor',
+        description:
+          "One visitor's events across the tenant's videos, keyset-paginated in (timestamp, event id) order, oldest first, as the events of a video. Player signals (heartbeat, seek) are not listed. 404 when the tenant has no event of the visitor.",
+        security,
+        params: VisitorParams,
+        querystring: EventsQuery,
+        response: { 200: page(VisitorEvent), ...errors },
+      },
+    },
+    async (req, reply) => {
+      const tenantId = req.principal!.tenantId;
+      const visitorId = req.params.visitor_id;
+      const { limit, since, cursor } = req.query;
+      // The scope holds the filter, so a cursor cannot be moved to another since.
+      const scope = [tenantId, visitorId, since ?? null];
+      const after = timelinePages.after(cursor, scope);
+      const signal = clientGoneSignal(reply);
+      const rows = await deps.visitors.timeline({ tenantId, visitorId, sinceMs: sinceMs(since), after, limit: limit + 1 }, signal);
+      // As for the score: only the caller's tenant counts, so another tenant's visitor is 404 too.
+      if (rows.length === 0 && !after && !(await deps.visitors.seen(tenantId, visitorId, signal))) throw new ApiError('not_found', 'no events for this visitor');
+      return timelinePages.page(
+        rows,
+        limit,
+        scope,
+        (r) => ({ ts: r.ts, id: r.event_id }),
+        (r) => ({ event: shortName(r.event_name), video_id: toVideoId(r.video_id), session_id: r.session_id, timestamp: isoTime(r.ts) }),
+      );
     },
   );
 

@@ -11,6 +11,8 @@ import type { Topics } from '../../shared/kafka/topics.ts';
 import type { Logger } from '../../shared/logger.ts';
 import type { Metrics } from '../../shared/metrics.ts';
 import { dedupeRetriedEvents, needsLookup } from './event-dedupe.ts';
+import type { VisitorSnapshot } from '../derived/intent-rules.ts';
+import { decodeVisitorSnapshot, visitorRow } from './visitor-rows.ts';
 import { candidateLine, EVENT_COLUMNS, eventLine, LATEST_EVENT_TIME, retryCandidate, type RetryCandidate } from './event-rows.ts';
 
 export interface ProjectorDeps {
@@ -34,8 +36,9 @@ export interface ProjectorDeps {
 
 /**
  * Projects the event log into ClickHouse: player events into `events` (the
- * visitor projection follows by materialized view) and video config into
- * `videos`. One insert per flush window across partitions; offsets are
+ * visitor projections follow by materialized view), video config into
+ * `videos`, webhook attempts, security events, and each visitor's latest
+ * snapshot (derived.visitors.v1) into `visitors`. One insert per flush window across partitions; offsets are
  * committed only after the insert returned.
  */
 export async function startProjector(deps: ProjectorDeps) {
@@ -138,7 +141,19 @@ export async function startProjector(deps: ProjectorDeps) {
     }),
   });
 
-  const consumers = [events, videos, attempts, security];
+  // Each visitor's latest snapshot, for the visitor read model (FINAL keeps the highest offset).
+  const visitors = new GroupConsumer<VisitorSnapshot>({
+    ...common,
+    groupId: `${deps.groupPrefix}projector-visitors`,
+    topics: [deps.topics.derivedVisitors],
+    decode: decodeVisitorSnapshot,
+    batches: batches(deps.maxRows, async (items) => {
+      const rows = items.flatMap(({ message, record }) => (record.kind === 'value' ? [visitorRow(record.value, message.offset)] : []));
+      if (rows.length > 0) await insert('visitors', rows);
+    }),
+  });
+
+  const consumers = [events, videos, attempts, security, visitors];
   await Promise.all(consumers.map((c) => c.start()));
   log.info('projector_started');
   return {

@@ -15,6 +15,7 @@ import { startAdmin } from '../admin/admin.service.ts';
 import { AnalyticsRepository } from '../api/analytics.repository.ts';
 import { startApi } from '../api/api.service.ts';
 import { EventsRepository } from '../api/events.repository.ts';
+import { VisitorsRepository } from '../api/visitors.repository.ts';
 import { startDashboard } from '../dashboard/dashboard.service.ts';
 import { startIngest } from '../ingest/ingest.service.ts';
 import type { Stoppable } from './shutdown-sequence.ts';
@@ -97,7 +98,7 @@ export async function mountHttpServices(app: App, deps: HttpServicesDeps): Promi
   }
   if (services.has('api')) {
     const ch = required(deps.clickhouse, 'clickhouse', 'api');
-    const api = startApi({ app, store, events: new EventsRepository(reads(ch)), analytics: new AnalyticsRepository(reads(ch)), cursorSecret: required(deps.secrets.cursorSecret, 'CURSOR_SECRET', 'api'), apiKeyAuth: auth });
+    const api = startApi({ app, store, events: new EventsRepository(reads(ch)), analytics: new AnalyticsRepository(reads(ch)), visitors: new VisitorsRepository(reads(ch)), cursorSecret: required(deps.secrets.cursorSecret, 'CURSOR_SECRET', 'api'), apiKeyAuth: auth });
     mounted.push({ name: 'api', ...api });
   }
   if (services.has('admin')) {
@@ -118,6 +119,7 @@ export async function mountHttpServices(app: App, deps: HttpServicesDeps): Promi
         MAX_DESTINATIONS_PER_TENANT: deps.config.MAX_DESTINATIONS_PER_TENANT,
       },
       analytics: new AnalyticsRepository(reads(ch)),
+      visitors: new VisitorsRepository(reads(ch)),
       intakeLimits: deps.config,
     });
     mounted.push({ name: 'admin', stop: admin.stop });

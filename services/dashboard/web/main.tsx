@@ -8,6 +8,7 @@ import { ErrorAlert, Loading } from './ui.tsx';
 import { ApiKeysPage } from './pages/api-keys.tsx';
 import { DeliveriesPage, DeliveryDetailPage, SecurityEventsPage } from './pages/deliveries.tsx';
 import { DestinationEditPage, DestinationsPage } from './pages/destinations.tsx';
+import { LeadsPage } from './pages/leads.tsx';
 import { SignInPage } from './pages/sign-in.tsx';
 import { TenantLayout, TenantOverview } from './pages/tenant.tsx';
 import { TenantsPage } from './pages/tenants.tsx';
@@ -105,6 +106,9 @@ function Page({ route }: { route: Route }) {
       break;
     case 'deliveries':
       page = id ? <DeliveryDetailPage key={id} tenantId={tenantId} deliveryId={id} /> : <DeliveriesPage tenantId={tenantId} route={route} />;
+      break;
+    case 'leads':
+      page = <LeadsPage tenantId={tenantId} />;
       break;
     case 'security-events':
       page = <SecurityEventsPage tenantId={tenantId} />;

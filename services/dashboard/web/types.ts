@@ -30,3 +30,4 @@ export type Retention = z.infer<typeof analytics.RetentionCurve>;
 export type TopVisitor = z.infer<typeof analytics.TopVisitors>['data'][number];
 
 export { DELIVERY_STATUSES } from '../../../schemas/delivery-status.ts';
+export type Lead = z.infer<typeof admin.Lead>;

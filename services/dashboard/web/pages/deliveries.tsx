@@ -54,7 +54,7 @@ function ReprocessButton({ tenantId, id, onDone, label }: { tenantId: string; id
 }
 
 /** Auto-refresh switch and Refresh button of a list. */
-function ListToolbar({ auto, setAuto, list }: { auto: boolean; setAuto: (v: boolean) => void; list: Resource<unknown> }) {
+export function ListToolbar({ auto, setAuto, list }: { auto: boolean; setAuto: (v: boolean) => void; list: Resource<unknown> }) {
   return (
     <div class="toolbar">
       <span class="auto-refresh">

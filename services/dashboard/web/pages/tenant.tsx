@@ -10,6 +10,7 @@ import { ActionForm, Card, ConfirmButton, CopyButton, ErrorAlert, Loading, Notic
 export const TABS = [
   { key: '', label: 'Overview' },
   { key: 'videos', label: 'Videos' },
+  { key: 'leads', label: 'Leads' },
   { key: 'api-keys', label: 'API keys' },
   { key: 'destinations', label: 'Destinations' },
   { key: 'deliveries', label: 'Delivery log' },

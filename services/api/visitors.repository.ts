@@ -1,0 +1,263 @@
+import { z } from 'zod';
+import type { BoundedReads } from '../../shared/clickhouse/bounded-reads.ts';
+import { chFloat, chInt, chNullableInt, chUuid } from '../../shared/clickhouse/rows.ts';
+import type { ScoreFactors } from '../../shared/score.ts';
+import { readDistinct } from './event-page.ts';
+
+/** How a list of visitors is ordered: newest first by last_seen, by score, or by when its lead was raised. */
+export type VisitorOrder = 'last_seen' | 'score' | 'lead';
+
+/**
+ * The sort key of each order, an Int64 expression over `visitors` (desc,
+ * then visitor_id asc). A lead not raised yet (the threshold lowered since)
+ * sorts by its last event.
+ */
+const ORDER_KEY: Record<VisitorOrder, string> = {
+  last_seen: 'toUnixTimestamp64Milli(last_seen)',
+  score: 'toInt64(score)',
+  lead: 'toUnixTimestamp64Milli(ifNull(lead_at, last_seen))',
+};
+
+/** A position in a list of visitors: the sort key's value and the visitor id. */
+export interface VisitorKeyset {
+  key: number;
+  visitorId: string;
+}
+
+export interface VisitorListQuery {
+  tenantId: string;
+  order: VisitorOrder;
+  minScore?: number;
+  sinceMs?: number;
+  /** Only visitors that watched this video (UUID). */
+  videoId?: string;
+  after?: VisitorKeyset;
+  limit: number;
+}
+
+export interface VisitorRow {
+  visitor_id: string;
+  score: number;
+  score_version: number;
+  factors: ScoreFactors;
+  first_seen: number;
+  last_seen: number;
+  videos: string[];
+  lead_at: number | null;
+  /** The value of the list's sort key (for its cursor). */
+  key: number;
+}
+
+export interface TimelineRow {
+  event_name: string;
+  video_id: string;
+  session_id: string;
+  ts: number;
+  event_id: string;
+}
+
+export interface LeadDeliveryRow {
+  visitor_id: string;
+  id: string;
+  destination_id: string;
+  event_name: string;
+  status: 'pending' | 'retrying' | 'succeeded' | 'failed';
+  attempts: number;
+  created_at: number;
+}
+
+const VisitorListRow = z.object({
+  vis: z.string(),
+  score: chInt,
+  score_version: chInt,
+  watched_percent: chFloat,
+  focus_time_ratio: chFloat,
+  cta_clicks: chInt,
+  rewinds: chInt,
+  first_ms: chInt,
+  last_ms: chInt,
+  video_ids: z.array(chUuid),
+  lead_ms: chNullableInt,
+  sort_key: chInt,
+});
+const TimelinePageRow = z.object({ event_name: z.string(), vid: chUuid, session_id: z.string(), ts: chInt, id_text: chUuid });
+const LeadDeliveryDbRow = z.object({
+  vis: z.string(),
+  id: chUuid,
+  dest_id: chUuid,
+  ev_name: z.string(),
+  status: z.enum(['pending', 'retrying', 'succeeded', 'failed']),
+  attempts: chInt,
+  created_at_ms: chInt,
+});
+
+/** Query parameters without the unset ones (the client refuses undefined). */
+const defined = (params: Record<string, unknown>) => Object.fromEntries(Object.entries(params).filter(([, v]) => v !== undefined));
+
+/**
+ * The SQL of a page of a tenant's visitors (exported for tests and the
+ * benchmark). FINAL keeps each visitor's newest snapshot only, and the
+ * filters apply after it (ClickHouse does not move them before FINAL's
+ * merge), so a superseded snapshot can neither show nor match. The keyset
+ * (sort key desc, visitor_id asc) continues after the cursor without OFFSET.
+ * NOTE: aliases differ from column names, which they would shadow in WHERE.
+ */
+export function visitorListQuery(q: VisitorListQuery): { query: string; query_params: Record<string, unknown> } {
+  const key = ORDER_KEY[q.order];
+  const where = ['tenant_id = {tenant:UUID}'];
+  if (q.minScore !== undefined) where.push('score >= {min_score:UInt8}');
+  if (q.sinceMs !== undefined) where.push("last_seen >= fromUnixTimestamp64Milli({since:Int64}, 'UTC')");
+  if (q.videoId !== undefined) where.push('has(videos, {video:UUID})');
+  if (q.after) where.push(`(${key} < {after_key:Int64} OR (${key} = {after_key:Int64} AND visitor_id > {after_id:String}))`);
+  return {
+    query: `
+        SELECT visitor_id AS vis, score, score_version, watched_percent, focus_time_ratio, cta_clicks, rewinds,
+               toUnixTimestamp64Milli(first_seen) AS first_ms, toUnixTimestamp64Milli(last_seen) AS last_ms,
+               arrayMap(v -> toString(v), videos) AS video_ids, toUnixTimestamp64Milli(lead_at) AS lead_ms,
+               ${key} AS sort_key
+        FROM visitors FINAL
+        WHERE ${where.join(' AND ')}
+        ORDER BY sort_key DESC, vis
+        LIMIT {rows:UInt32}`,
+    query_params: defined({
+      tenant: q.tenantId,
+      min_score: q.minScore,
+      since: q.sinceMs,
+      video: q.videoId,
+      after_key: q.after?.key,
+      after_id: q.after?.visitorId,
+      rows: q.limit,
+    }),
+  };
+}
+
+/**
+ * The SQL of one read of a visitor's timeline: up to `rows` rows of
+ * visitor_timeline in key order, a replay's copies included (event-page.ts
+ * drops them). No FINAL, as for a video's events (events.repository.ts).
+ */
+export function timelineQuery(
+  q: { tenantId: string; visitorId: string; sinceMs?: number; after?: { ts: number; id: string } },
+  rows: number,
+): { query: string; query_params: Record<string, unknown> } {
+  return {
+    query: `
+        SELECT event_name, toString(video_id) AS vid, session_id, toUnixTimestamp64Milli(timestamp) AS ts, toString(event_id) AS id_text
+        FROM visitor_timeline
+        WHERE tenant_id = {tenant:UUID} AND visitor_id = {visitor:String}
+          ${q.sinceMs === undefined ? '' : "AND timestamp >= fromUnixTimestamp64Milli({since:Int64}, 'UTC')"}
+          ${
+            q.after
+              ? `AND timestamp >= fromUnixTimestamp64Milli({after_ts:Int64}, 'UTC')
+          AND (timestamp, event_id) > (fromUnixTimestamp64Milli({after_ts:Int64}, 'UTC'), {after_id:UUID})`
+              : ''
+          }
+        ORDER BY timestamp, event_id
+        LIMIT {rows:UInt32}
+        SETTINGS max_block_size = 1024`,
+    query_params: defined({
+      tenant: q.tenantId,
+      visitor: q.visitorId,
+      since: q.sinceMs,
+      after_ts: q.after?.ts,
+      after_id: q.after?.id,
+      rows,
+    }),
+  };
+}
+
+/** Reads of the visitor read model (`visitors`, `visitor_timeline`), bounded. */
+export class VisitorsRepository {
+  readonly #reads: BoundedReads;
+
+  constructor(reads: BoundedReads) {
+    this.#reads = reads;
+  }
+
+  /** A keyset page of the tenant's visitors, each in its newest snapshot. */
+  async list(q: VisitorListQuery, signal?: AbortSignal): Promise<VisitorRow[]> {
+    const rows = await this.#reads.rows('visitor list', VisitorListRow, visitorListQuery(q), signal);
+    return rows.map((r) => ({
+      visitor_id: r.vis,
+      score: r.score,
+      score_version: r.score_version,
+      factors: { watched_percent: r.watched_percent, focus_time_ratio: r.focus_time_ratio, cta_clicks: r.cta_clicks, rewinds: r.rewinds },
+      first_seen: r.first_ms,
+      last_seen: r.last_ms,
+      videos: r.video_ids,
+      lead_at: r.lead_ms,
+      key: r.sort_key,
+    }));
+  }
+
+  /** A keyset page of one visitor's events in (timestamp, event_id) order, each event once. */
+  async timeline(
+    q: { tenantId: string; visitorId: string; sinceMs?: number; after?: { ts: number; id: string }; limit: number },
+    signal?: AbortSignal,
+  ): Promise<TimelineRow[]> {
+    return readDistinct(q.limit, q.after, async (after, rows) => {
+      const found = await this.#reads.rows('visitor timeline', TimelinePageRow, timelineQuery({ ...q, after }, rows), signal);
+      return found.map((r) => ({ event_name: r.event_name, video_id: r.vid, session_id: r.session_id, ts: r.ts, event_id: r.id_text }));
+    });
+  }
+
+  /**
+   * Whether the tenant has recorded any event of the visitor (signals
+   * included): one granule of visitor_events, whose key starts with the
+   * visitor.
+   */
+  async seen(tenantId: string, visitorId: string, signal?: AbortSignal): Promise<boolean> {
+    const rows = await this.#reads.rows('visitor seen', z.object({ one: chInt }), {
+      query: `SELECT 1 AS one FROM visitor_events WHERE visitor_id = {visitor:String} AND tenant_id = {tenant:UUID} LIMIT 1`,
+      query_params: { visitor: visitorId, tenant: tenantId },
+    }, signal);
+    return rows.length > 0;
+  }
+
+  /**
+   * The newest deliveries (at most `perVisitor` each) about each of the
+   * given visitors: those of their events, found through visitor_timeline
+   * (keyed by visitor). NOTE: the attempts are read for the tenant's
+   * deliveries of those events only, but webhook_attempts is keyed by
+   * delivery, so this scans the tenant's part of it; call it for one page
+   * of visitors.
+   */
+  async deliveriesOf(tenantId: string, visitorIds: string[], perVisitor: number, signal?: AbortSignal): Promise<LeadDeliveryRow[]> {
+    if (visitorIds.length === 0) return [];
+    const rows = await this.#reads.rows(
+      'lead deliveries',
+      LeadDeliveryDbRow,
+      {
+        query: `
+        SELECT tl.visitor_id AS vis,
+               toString(a.delivery_id) AS id,
+               toString(any(a.destination_id)) AS dest_id,
+               any(a.event_name) AS ev_name,
+               argMax(a.state, (a.recorded_at, a.attempt)) AS status,
+               max(a.attempt) AS attempts,
+               toUnixTimestamp64Milli(min(a.delivery_created_at)) AS created_at_ms
+        FROM webhook_attempts AS a FINAL
+        INNER JOIN (
+            SELECT DISTINCT visitor_id, event_id
+            FROM visitor_timeline
+            WHERE tenant_id = {tenant:UUID} AND visitor_id IN {visitors:Array(String)}
+        ) AS tl ON a.event_id = tl.event_id
+        WHERE a.tenant_id = {tenant:UUID}
+        GROUP BY vis, a.delivery_id
+        ORDER BY created_at_ms DESC, id DESC
+        LIMIT {per_visitor:UInt32} BY vis`,
+        query_params: { tenant: tenantId, visitors: visitorIds, per_visitor: perVisitor },
+      },
+      signal,
+    );
+    return rows.map((r) => ({
+      visitor_id: r.vis,
+      id: r.id,
+      destination_id: r.dest_id,
+      event_name: r.ev_name,
+      status: r.status,
+      attempts: r.attempts,
+      created_at: r.created_at_ms,
+    }));
+  }
+}
