@@ -118,9 +118,9 @@ async function main(): Promise<void> {
           const visitor = `vis_${name}_${i}`;
           const base = { video_id: videoIds[0], session_id: `ses_${name}_${i}`, visitor_id: visitor, duration: 120 };
           // 40 (watched all) + 20 (all of it focused) = 60: not yet.
-          await post([{ ...base, event_name: 'watched_90_percent', watched_percentage: 100, current_time: 110 }, { ...base, event_name: 'heartbeat', play_ms: 5000, focus_ms: 5000, current_time: 110 }]);
+          await post([{ ...base, event_name: 'watched_90_percent', watched_percentage: 100, current_time: 110 }, { ...base, event_name: 'heartbeat', play_ms: 5000, focus_ms: 5000, current_time: 110, watched_percentage: 100 }]);
           await sleep(CROSS_EVERY_MS / 2);
-          acked.set(visitor, await post([{ ...base, event_name: 'cta_clicked', current_time: 111 }])); // 73: crossed
+          acked.set(visitor, await post([{ ...base, event_name: 'cta_clicked', current_time: 111, watched_percentage: 100 }])); // 73: crossed
           await sleep(CROSS_EVERY_MS / 2);
         }
       })();

@@ -169,13 +169,13 @@ describe('derived events exactly once: three brokers, separate processes, kill -
           for (let i = 0; i < visitorsPerRound; i++) {
             const v = round * visitorsPerRound + i;
             const base = { video_id: video.id, visitor_id: `vis_${v}`, session_id: `ses_${v}`, duration: 120 };
-            events.push({ ...base, event_name: 'watched_90_percent', watched_percentage: 100, current_time: 110 }, { ...base, event_name: 'heartbeat', play_ms: 4000, focus_ms: 4000 });
+            events.push({ ...base, event_name: 'watched_90_percent', watched_percentage: 100, current_time: 110 }, { ...base, event_name: 'heartbeat', play_ms: 4000, focus_ms: 4000, current_time: 110, watched_percentage: 100 });
           }
         }
         if (round > 0) {
           for (let i = 0; i < visitorsPerRound; i++) {
             const v = (round - 1) * visitorsPerRound + i;
-            events.push({ video_id: video.id, visitor_id: `vis_${v}`, session_id: `ses_${v}`, event_name: 'cta_clicked', current_time: 112, duration: 120 });
+            events.push({ video_id: video.id, visitor_id: `vis_${v}`, session_id: `ses_${v}`, event_name: 'cta_clicked', current_time: 112, watched_percentage: 100, duration: 120 });
           }
         }
         await collect(events);
