@@ -56,7 +56,9 @@ export class TransactionalStage<T> {
   constructor(opts: TransactionalStageOptions<T>) {
     this.#opts = opts;
     this.member = new GroupMember<T>(
-      { ...opts, consumer: { maxWaitTimeInMs: 50, maxBytes: 1024 * 1024, maxBytesPerPartition: 256 * 1024, ...opts.consumer, readUncommitted: false } },
+      // Larger fetches than the other consumers: each batch costs a
+      // transaction (five requests to the broker), which more records share.
+      { ...opts, consumer: { maxWaitTimeInMs: 50, maxBytes: 4 * 1024 * 1024, maxBytesPerPartition: 1024 * 1024, ...opts.consumer, readUncommitted: false } },
       {
         onRevoked: () => {
           this.#generation++;
