@@ -7,7 +7,7 @@ import { HttpClient } from './http-client.ts';
 import { quantile } from './stats.ts';
 import type { StackWorker } from './worker-client.ts';
 
-export const READ_KINDS = ['firstPage', 'deepPage', 'since', 'score'] as const;
+export const READ_KINDS = ['firstPage', 'deepPage', 'since', 'score', 'visitors', 'timeline'] as const;
 export type ReadKind = (typeof READ_KINDS)[number];
 
 export const READ_LABEL: Record<ReadKind, string> = {
@@ -15,7 +15,35 @@ export const READ_LABEL: Record<ReadKind, string> = {
   deepPage: 'GET /v1/videos/:id/events?cursor= (deep page)',
   since: 'GET /v1/videos/:id/events?since= (last quarter)',
   score: 'GET /v1/visitors/:id/score',
+  visitors: 'GET /v1/visitors?order=score&min_score=40 (first page, 50)',
+  timeline: 'GET /v1/visitors/:id/events (first page, 100)',
 };
+
+/**
+ * The visitor read model (visitors) as the derived-events service's
+ * snapshots would fill it, computed from the loaded events in one
+ * INSERT … SELECT: the read path is what is measured, not the service
+ * (which bench phase 6 measures).
+ */
+export function loadVisitorsSql(tenant: string): string {
+  return `
+      INSERT INTO visitors
+      SELECT tenant_id, visitor_id,
+             toUInt8(round(100 * (0.40 * least(1, max_w / 100) + 0.20 * if(play > 0, least(1, focus / play), 0)
+                                 + 0.25 * least(clicks, 2) / 2 + 0.15 * least(rewinds, 3) / 3))) AS score,
+             1 AS score_version,
+             least(1, max_w / 100) AS watched_percent,
+             if(play > 0, least(1, focus / play), 0) AS focus_time_ratio,
+             clicks AS cta_clicks, rewinds,
+             first_seen, last_seen, videos, NULL AS lead_at, 1 AS version
+      FROM (
+        SELECT tenant_id, visitor_id, max(watched_percentage) AS max_w, sum(play_ms) AS play, sum(focus_ms) AS focus,
+               countIf(event_name = 'cta_clicked') AS clicks, countIf(event_name = 'seek' AND seek_to < seek_from) AS rewinds,
+               min(timestamp) AS first_seen, max(timestamp) AS last_seen, groupUniqArray(20)(video_id) AS videos
+        FROM events WHERE tenant_id = '${tenant}'
+        GROUP BY tenant_id, visitor_id
+      )`;
+}
 
 /** The SQL of a read, as the API sent it before reads stopped using FINAL for pages, and now. */
 export const SQL_SHAPES = ['before', 'now'] as const;
@@ -240,6 +268,9 @@ async function prepareReads(ctx: BenchContext, worker: StackWorker, opts: ReadOp
     `SELECT sum(rows) AS rows, count() AS parts FROM system.parts WHERE active AND database = currentDatabase() AND table = 'events'`,
   );
   const visitorParts = await partsOf('visitor_events');
+  ctx.progress('read latency: filling the visitor read model from the loaded events');
+  await worker.rpc({ op: 'command', sql: loadVisitorsSql(tenant) }, 300_000);
+  await waitForMerges(rows);
 
   const cursorAt = await deepPageStart(rows, tenant, videos[0]!);
   // Issued the way the API issues next_cursor (same codec and secret), rather
@@ -263,6 +294,8 @@ async function prepareReads(ctx: BenchContext, worker: StackWorker, opts: ReadOp
     deepPage: () => `/v1/videos/${opts.videoIds[0]}/events?cursor=${encodeURIComponent(deepCursor)}`,
     since: (i) => `/v1/videos/${opts.videoIds[i % opts.videoIds.length]}/events?since=${since}`,
     score: (i) => `/v1/visitors/${visitorOf(i)}/score`,
+    visitors: () => '/v1/visitors?order=score&min_score=40',
+    timeline: (i) => `/v1/visitors/${visitorOf(i)}/events`,
   };
   const lat = Object.fromEntries(READ_KINDS.map((k) => [k, [] as number[]])) as Record<ReadKind, number[]>;
   const items = Object.fromEntries(READ_KINDS.map((k) => [k, 0])) as Record<ReadKind, number>;

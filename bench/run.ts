@@ -552,7 +552,8 @@ function reportReadGrowth(reads: ReadLatencyResult[]): void {
   const large = reads.at(-1)!;
   out(`## 4b. Reads as data grows: ${reads.map((r) => fmtInt(r.stored)).join(' and ')} stored events, one stack each, requests sent to them in turn`);
   out();
-  const absolute: Record<ReadKind, number> = { firstPage: 15, deepPage: 20, since: 15, score: 10 };
+  // The visitor reads have no absolute target; they are held to the first page's 15 ms.
+  const absolute: Record<ReadKind, number> = { firstPage: 15, deepPage: 20, since: 15, score: 10, visitors: 15, timeline: 15 };
   out(
     table([
       ['request', ...reads.flatMap((r) => [`p50 at ${fmtInt(r.stored)}`, `p99 at ${fmtInt(r.stored)}`]), 'p50 ratio', 'p99 ratio', 'ratio ≤ 1.25', `p99 at ${fmtInt(large.stored)} ≤ target`],
