@@ -4,6 +4,7 @@ import type { Topics } from '../shared/kafka/topics.ts';
 import { sleep, type BenchContext } from './context.ts';
 import { freshTopics, preloadEvents } from './preload.ts';
 import { median } from './stats.ts';
+import { groupLags } from '../test/helpers/kafka-inspect.ts';
 
 export interface DerivedDrainRound {
   events: number;
@@ -25,16 +26,9 @@ export interface DerivedDrainResult {
 /** Records of `topic` the group has not committed, or undefined while its coordinator cannot say. */
 async function lagOf(admin: Admin, groupId: string, topic: string): Promise<number | undefined> {
   try {
-    const ends = await admin.fetchTopicOffsets(topic);
-    const [group] = await admin.fetchOffsets({ groupId, topics: [topic] });
-    let lag = 0;
-    for (const e of ends) {
-      const committed = Number(group?.partitions.find((p) => p.partition === e.partition)?.offset ?? '-1');
-      lag += committed < 0 ? Number(e.high) - Number(e.low) : Math.max(0, Number(e.high) - committed);
-    }
-    return lag;
+    return (await groupLags(admin, { [groupId]: [topic] })).reduce((n, p) => n + p.lag, 0);
   } catch {
-    return undefined;
+    return undefined; // NOT_COORDINATOR and the like while the group is being set up
   }
 }
 

@@ -54,7 +54,9 @@ export async function leadRoutes(root: FastifyInstance, deps: LeadRoutesOptions)
       const shown = rows.slice(0, req.query.limit);
       const byVisitor = new Map<string, LeadDeliveryRow[]>();
       for (const d of await deps.visitors.deliveriesOf(tenant.id, shown.map((v) => v.visitor_id), LEAD_DELIVERIES)) {
-        byVisitor.set(d.visitor_id, [...(byVisitor.get(d.visitor_id) ?? []), d]);
+        const list = byVisitor.get(d.visitor_id);
+        if (list) list.push(d);
+        else byVisitor.set(d.visitor_id, [d]);
       }
       return pages.page(rows, req.query.limit, scope, (v) => ({
         ...visitorView(v),

@@ -12,7 +12,7 @@ import type { Topics } from '../../shared/kafka/topics.ts';
 import { TransactionalStage, type StageOutput } from '../../shared/kafka/transactional-stage.ts';
 import type { Logger } from '../../shared/logger.ts';
 import type { Metrics } from '../../shared/metrics.ts';
-import { applyEvent, applyTick, emptyState, type IntentSettings, type PartitionState, type RuleOptions, type SessionState, type Step, type VisitorState, visitorSnapshot } from './intent-rules.ts';
+import { applyEvent, applyTick, emptyState, type IntentSettings, type PartitionState, type RuleOptions, type SessionState, type Step, type VisitorState, sessionKey, visitorSnapshot } from './intent-rules.ts';
 
 export interface DerivedDeps {
   kafka: Kafka;
@@ -191,7 +191,7 @@ export function restoreState(values: ReadonlyMap<string, Buffer>): PartitionStat
     else if (key.startsWith('s:')) ((parsed as SessionState).endedAt === null ? open : ended).push(parsed as SessionState);
   }
   // The rules read sessions in the order they were last seen, or ended.
-  for (const s of open.sort((a, b) => a.seenAt - b.seenAt)) state.sessions.set(`s:${s.tenant_id}:${s.session_id}`, s);
-  for (const s of ended.sort((a, b) => a.endedAt! - b.endedAt!)) state.ended.set(`s:${s.tenant_id}:${s.session_id}`, s);
+  for (const s of open.sort((a, b) => a.seenAt - b.seenAt)) state.sessions.set(sessionKey(s.tenant_id, s.session_id), s);
+  for (const s of ended.sort((a, b) => a.endedAt! - b.endedAt!)) state.ended.set(sessionKey(s.tenant_id, s.session_id), s);
   return state;
 }

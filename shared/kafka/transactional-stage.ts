@@ -123,7 +123,11 @@ export class TransactionalStage<T> {
     try {
       outputs = this.#opts.process(partition, records);
       const byTopic = new Map<string, Message[]>();
-      for (const { topic: out, ...m } of outputs) byTopic.set(out, [...(byTopic.get(out) ?? []), m]);
+      for (const { topic: out, ...m } of outputs) {
+        const list = byTopic.get(out);
+        if (list) list.push(m);
+        else byTopic.set(out, [m]);
+      }
       if (byTopic.size > 0) await tx.sendBatch({ topicMessages: [...byTopic].map(([t, ms]) => ({ topic: t, messages: ms })) });
       await tx.sendOffsets({ consumerGroupId: this.groupId, topics: [{ topic, partitions: [{ partition, offset: next }] }] });
       await tx.commit();
