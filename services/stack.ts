@@ -278,6 +278,9 @@ async function startDerivedService(core: Core, shared: Shared): Promise<HealthSo
     sessionIdleMs: config.DERIVED_SESSION_IDLE_MS,
     tickMs: config.DERIVED_TICK_MS,
     latenessMs: config.DERIVED_LATENESS_MS,
+    visitorTtlMs: config.DERIVED_VISITOR_TTL_MS,
+    maxVisitorsPerTenant: config.DERIVED_MAX_VISITORS_PER_TENANT,
+    maxSessionsPerTenant: config.DERIVED_MAX_SESSIONS_PER_TENANT,
   });
   for (const c of derived.consumers) shared.lag.watch(c.groupId, [...c.topics]);
   core.shutdown.add('derived', () => derived.stop());

@@ -129,6 +129,11 @@ export const ConfigSchema = z.object({
   DERIVED_TICK_MS: intFrom(5000, 50),
   /** A tick says the time this long ago: events may reach the by-visitor log this late and still count before a session ends. */
   DERIVED_LATENESS_MS: intFrom(30_000, 0),
+  /** A visitor with no event for this long (stream time) is forgotten by the derived events: back later, it starts from zero. */
+  DERIVED_VISITOR_TTL_MS: intFrom(30 * 24 * 3600 * 1000, 60_000),
+  /** Most visitors, and most sessions, whose derived-events state is kept per tenant; past it the least recently seen are forgotten. */
+  DERIVED_MAX_VISITORS_PER_TENANT: intFrom(500_000, 1),
+  DERIVED_MAX_SESSIONS_PER_TENANT: intFrom(500_000, 1),
   CONSUMER_STALL_TIMEOUT_MS: intFrom(60000, 1000),
   KAFKA_SESSION_TIMEOUT_MS: intFrom(30000, 6000),
   PRODUCER_FAILURES_UNHEALTHY: intFrom(5, 1),

@@ -128,6 +128,16 @@ export function createMetrics() {
       help: 'Records the derived-events service committed, by stage (repartition, intent)',
       labelNames: ['stage'] as const,
     }),
+    derivedStateEvicted: counter({
+      name: 'derived_state_evicted_total',
+      help: 'Visitors and sessions the derived-events service forgot because their tenant reached its bound (DERIVED_MAX_*_PER_TENANT), by kind',
+      labelNames: ['kind'] as const,
+    }),
+    derivedStateKeys: gauge({
+      name: 'derived_state_keys',
+      help: 'Visitors and sessions whose state the derived-events service holds for the partitions it owns, by kind',
+      labelNames: ['kind'] as const,
+    }),
     securityEvents: counter({
       name: 'security_events_total',
       help: 'Security events recorded, by kind',

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseVideoId } from '../shared/ids.ts';
 import { verifyWebhook } from '../shared/webhooks/verify.ts';
 import { startHttpsReceiver, type HttpsReceiver, type ReceivedRequest } from './helpers/https-receiver.ts';
+import { metricSum } from './helpers/prometheus-text.ts';
 import { TestStack, eventually, type TestTenant } from './helpers/stack.ts';
 
 /**
@@ -17,7 +18,15 @@ describe('derived events, end to end', () => {
   beforeAll(async () => {
     rx = await startHttpsReceiver();
     // Sessions end after 1.5 s without events; ticks every 200 ms, 300 ms late.
-    s = await TestStack.start({ DERIVED_SESSION_IDLE_MS: '1500', DERIVED_TICK_MS: '200', DERIVED_LATENESS_MS: '300', ...rx.env });
+    // State bounds of 60 visitors and 60 sessions per tenant (20 per partition): far above what `t` uses.
+    s = await TestStack.start({
+      DERIVED_SESSION_IDLE_MS: '1500',
+      DERIVED_TICK_MS: '200',
+      DERIVED_LATENESS_MS: '300',
+      DERIVED_MAX_VISITORS_PER_TENANT: '60',
+      DERIVED_MAX_SESSIONS_PER_TENANT: '60',
+      ...rx.env,
+    });
     t = await s.createTenant();
   });
   afterAll(async () => {
@@ -129,5 +138,29 @@ describe('derived events, end to end', () => {
     await new Promise((r) => setTimeout(r, 2500)); // past another idle period: nothing more
     await s.fanoutIdle();
     expect(rx.to('/offer')).toHaveLength(2);
+  });
+
+  it("a tenant whose public player key floods new visitor and session ids holds only its bound of derived state; another tenant's lead still comes", async () => {
+    const flooder = await s.createTenant();
+    const flood = Array.from({ length: 900 }, (_, i) => ({ video_id: flooder.videoId, event_name: 'heartbeat', visitor_id: `vis_flood_${i}`, session_id: `ses_flood_${i}`, play_ms: 1000, focus_ms: 0 }));
+    for (let i = 0; i < flood.length; i += 300) expect((await s.collect(flooder.player_key, flood.slice(i, i + 300))).status).toBe(202);
+    const metric = async (name: string, kind: string) => metricSum((await s.request('GET', '/metrics')).text, name, { kind });
+    // Every flood event is worked through: 840 of the 900 visitors and sessions pushed out.
+    await expect.poll(() => metric('derived_state_evicted_total', 'visitor'), { timeout: 30_000, interval: 200 }).toBe(840);
+    expect(await metric('derived_state_evicted_total', 'session')).toBe(840);
+    // What is held: the flooder's 60 and the few of `t`, not 900.
+    expect(await metric('derived_state_keys', 'visitor')).toBeLessThanOrEqual(60 + 12);
+    expect(await metric('derived_state_keys', 'session')).toBeLessThanOrEqual(60 + 12);
+
+    await destination('/leads-after-flood', ['high_intent_lead']);
+    const base = { video_id: t.videoId, visitor_id: 'vis_after_flood', session_id: 'ses_after_flood' };
+    const crossing = [
+      { ...base, event_name: 'watched_90_percent', watched_percentage: 100, current_time: 108 },
+      { ...base, event_name: 'heartbeat', play_ms: 5000, focus_ms: 5000 },
+      { ...base, event_name: 'cta_clicked', current_time: 110 },
+    ];
+    expect((await s.collect(t.player_key, crossing)).status).toBe(202);
+    const [lead] = await delivered('/leads-after-flood', 1);
+    expect(lead!.body).toMatchObject({ tenant_id: t.id, visitor_id: 'vis_after_flood', event_name: 'high_intent_lead', score: 73 });
   });
 });

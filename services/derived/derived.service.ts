@@ -29,6 +29,11 @@ export interface DerivedDeps {
   sessionIdleMs: number;
   tickMs: number;
   latenessMs: number;
+  /** A visitor with no event for this long (stream time) is forgotten. */
+  visitorTtlMs: number;
+  /** Most visitors, and most sessions, whose state is kept per tenant (over all partitions). */
+  maxVisitorsPerTenant: number;
+  maxSessionsPerTenant: number;
 }
 
 /** How long an ended session is remembered, so that its late events do not open it again. */
@@ -76,7 +81,18 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
       offerWindowSec: own?.offer_window_sec ?? DEFAULT_OFFER_WINDOW_SEC,
     };
   };
-  const rules: RuleOptions = { settings, sessionIdleMs: deps.sessionIdleMs, endedRetentionMs: ENDED_RETENTION_MS };
+  // The bounds hold per partition of the by-visitor log, where a tenant's
+  // visitors spread by hash: each partition keeps its share.
+  const [byVisitor] = (await admin.fetchTopicMetadata({ topics: [topics.derivedByVisitor] })).topics;
+  const partitions = Math.max(1, byVisitor?.partitions.length ?? 1);
+  const rules: RuleOptions = {
+    settings,
+    sessionIdleMs: deps.sessionIdleMs,
+    endedRetentionMs: ENDED_RETENTION_MS,
+    visitorTtlMs: deps.visitorTtlMs,
+    maxVisitorsPerTenant: Math.ceil(deps.maxVisitorsPerTenant / partitions),
+    maxSessionsPerTenant: Math.ceil(deps.maxSessionsPerTenant / partitions),
+  };
   const member = { kafka, log, metrics, deadLetters: deps.deadLetters, stallMs: deps.stallMs, sessionTimeoutMs: deps.sessionTimeoutMs, admin };
 
   const repartition = new TransactionalStage<PlayerEventRecord>({
@@ -105,6 +121,16 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
 
   const changelog = new Changelog({ kafka, admin, topic: topics.derivedState, log, metrics, deadLetters: deps.deadLetters, stallMs: deps.stallMs });
   const states = new Map<number, PartitionState>();
+  const stateSize = () => {
+    let visitors = 0;
+    let sessions = 0;
+    for (const state of states.values()) {
+      visitors += state.visitors.size;
+      sessions += state.sessions.size + state.ended.size;
+    }
+    metrics.derivedStateKeys.set({ kind: 'visitor' }, visitors);
+    metrics.derivedStateKeys.set({ kind: 'session' }, sessions);
+  };
   const intent = new TransactionalStage<ByVisitor>({
     ...member,
     groupId: `${deps.groupPrefix}derived-intent`,
@@ -121,14 +147,18 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
     restore: async (partition) => {
       await changelog.caughtUp(partition, intent.member.stopSignal);
       states.set(partition, restoreState(changelog.values(partition)));
+      stateSize();
     },
     process: (partition, records) => {
       const state = states.get(partition)!;
       const events: PlayerEventRecord[] = [];
       const changed = new Map<string, VisitorState | SessionState | null>();
+      const evicted = { visitors: 0, sessions: 0 };
       const take = (step: Step) => {
         events.push(...step.events);
         for (const [k, v] of step.changed) changed.set(k, v);
+        evicted.visitors += step.evicted.visitors;
+        evicted.sessions += step.evicted.sessions;
       };
       for (const { record } of records) {
         if (record.kind !== 'value') continue;
@@ -145,6 +175,9 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
       }
       out.push({ topic: topics.derivedState, partition, key: STREAM_TIME_KEY, value: Buffer.from(JSON.stringify(state.streamTime)) });
       for (const e of events) metrics.derivedEvents.inc({ event: e.event_name });
+      if (evicted.visitors > 0) metrics.derivedStateEvicted.inc({ kind: 'visitor' }, evicted.visitors);
+      if (evicted.sessions > 0) metrics.derivedStateEvicted.inc({ kind: 'session' }, evicted.sessions);
+      stateSize();
       return out;
     },
     onCommitted: (_p, n) => metrics.derivedRecords.inc({ stage: 'intent' }, n),
@@ -193,5 +226,9 @@ export function restoreState(values: ReadonlyMap<string, Buffer>): PartitionStat
   // The rules read sessions in the order they were last seen, or ended.
   for (const s of open.sort((a, b) => a.seenAt - b.seenAt)) state.sessions.set(sessionKey(s.tenant_id, s.session_id), s);
   for (const s of ended.sort((a, b) => a.endedAt! - b.endedAt!)) state.ended.set(sessionKey(s.tenant_id, s.session_id), s);
+  // The bounds' order: least recently seen first.
+  for (const s of [...open, ...ended].sort((a, b) => a.seenAt - b.seenAt)) state.sessionOrder.touch(s.tenant_id, sessionKey(s.tenant_id, s.session_id));
+  const seenAt = (v: VisitorState) => v.seenAt ?? v.lastSeen;
+  for (const [key, v] of [...state.visitors].sort(([, a], [, b]) => seenAt(a) - seenAt(b))) state.visitorOrder.touch(key.split(':', 2)[1]!, key);
   return state;
 }

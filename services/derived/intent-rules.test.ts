@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { PlayerEventRecord } from '../../schemas/records.ts';
 import { PLAYER_EVENT } from '../../test/helpers/player-event.ts';
-import { applyEvent, applyTick, derivedEventId, emptyState, type IntentSettings, type PartitionState, type RuleOptions } from './intent-rules.ts';
+import { restoreState } from './derived.service.ts';
+import { applyEvent, applyTick, derivedEventId, emptyState, visitorKey, type IntentSettings, type PartitionState, type RuleOptions } from './intent-rules.ts';
 
 const T = PLAYER_EVENT.tenant_id;
 const V = PLAYER_EVENT.video_id;
@@ -23,7 +24,14 @@ function ev(over: Partial<PlayerEventRecord>): PlayerEventRecord {
 }
 
 function rules(settings: Partial<IntentSettings> = {}): RuleOptions {
-  return { settings: () => ({ threshold: 70, pitchAtSec: null, offerWindowSec: 60, ...settings }), sessionIdleMs: 60_000, endedRetentionMs: 3_600_000 };
+  return {
+    settings: () => ({ threshold: 70, pitchAtSec: null, offerWindowSec: 60, ...settings }),
+    sessionIdleMs: 60_000,
+    endedRetentionMs: 3_600_000,
+    visitorTtlMs: 30 * 86_400_000,
+    maxVisitorsPerTenant: 1_000_000,
+    maxSessionsPerTenant: 1_000_000,
+  };
 }
 
 /** Applies events in order from one source partition, returning the names of what was raised. */
@@ -105,5 +113,64 @@ describe('intent rules', () => {
     const opts: RuleOptions = { ...rules(), settings: (t, v) => (seen.push(`${t}/${v}`), { threshold: 70, pitchAtSec: null, offerWindowSec: 60 }) };
     run(emptyState(), [ev({ received_at: 1 })], opts);
     expect(seen).toEqual([`${T}/${V}`]);
+  });
+
+  describe('bounded state (a public player key may send any number of visitor and session ids)', () => {
+    const OTHER = '0b7c3e55-2f1a-4c4e-9d3b-1a2b3c4d5e6f';
+    /** A lead for the visitor in three events: 40 + 20 + 12.5. */
+    const leadEvents = (over: Partial<PlayerEventRecord>, at: number) => [
+      ev({ ...over, event_name: 'watched_90_percent', watched_percentage: 100, received_at: at }),
+      ev({ ...over, play_ms: 1000, focus_ms: 1000, received_at: at + 1 }),
+      ev({ ...over, event_name: 'cta_clicked', received_at: at + 2 }),
+    ];
+
+    it("a tenant flooding new visitors and sessions pushes out only its own least recently seen; another tenant's state stays and its lead is raised", () => {
+      const state = emptyState();
+      const opts = { ...rules(), maxVisitorsPerTenant: 10, maxSessionsPerTenant: 5 };
+      // The other tenant's visitor is half-way to its lead before the flood.
+      const theirs = leadEvents({ tenant_id: OTHER, visitor_id: 'vis_kept', session_id: 'ses_kept' }, 1);
+      run(state, theirs.slice(0, 2), opts);
+      let evicted = { visitors: 0, sessions: 0 };
+      const tombstones: string[] = [];
+      for (let i = 0; i < 200; i++) {
+        const step = applyEvent(state, ev({ visitor_id: `vis_flood_${i}`, session_id: `ses_flood_${i}`, received_at: 100 + i }), 0, ++offset, opts);
+        evicted = { visitors: evicted.visitors + step.evicted.visitors, sessions: evicted.sessions + step.evicted.sessions };
+        for (const [k, v] of step.changed) if (v === null) tombstones.push(k);
+      }
+      const flooded = [...state.visitors.keys()].filter((k) => k.startsWith(`v:${T}:`));
+      expect(flooded).toHaveLength(10);
+      expect(flooded).toContain(visitorKey(T, 'vis_flood_199'));
+      expect(flooded).not.toContain(visitorKey(T, 'vis_flood_189'));
+      expect([...state.sessions.keys()].filter((k) => k.startsWith(`s:${T}:`))).toHaveLength(5);
+      expect(evicted).toEqual({ visitors: 190, sessions: 195 });
+      // Each forgotten key is deleted from the changelog (a tombstone), so a restore holds the bound too.
+      expect(tombstones).toContain(visitorKey(T, 'vis_flood_0'));
+      expect(tombstones).toContain(`s:${T}:ses_flood_0`);
+      expect(state.visitors.has(visitorKey(OTHER, 'vis_kept'))).toBe(true);
+      expect(state.sessions.has(`s:${OTHER}:ses_kept`)).toBe(true);
+      expect(run(state, theirs.slice(2), opts)).toEqual(['high_intent_lead']);
+    });
+
+    it('a visitor idle past the TTL (stream time) is forgotten; back later, it starts from zero', () => {
+      const state = emptyState();
+      const opts = { ...rules(), visitorTtlMs: 10_000, sessionIdleMs: 1_000 };
+      run(state, leadEvents({}, 1000).slice(0, 2), opts);
+      expect(applyTick(state, 11_001, opts).changed.get(visitorKey(T, 'vis_xyz'))).toBeUndefined(); // 10 s idle: kept
+      expect(applyTick(state, 11_002, opts).changed.get(visitorKey(T, 'vis_xyz'))).toBeNull();
+      expect(state.visitors.size).toBe(0);
+      run(state, [ev({ event_name: 'cta_clicked', received_at: 12_000 })], opts);
+      expect(state.visitors.get(visitorKey(T, 'vis_xyz'))!.inputs).toMatchObject({ cta_clicks: 1, max_watched_percentage: 0 });
+    });
+
+    it('a restored partition keeps the order of last sight, so the bound pushes out the least recently seen first', () => {
+      const state = emptyState();
+      const opts = { ...rules(), maxVisitorsPerTenant: 3 };
+      for (const [i, name] of ['old', 'mid', 'new'].entries()) run(state, [ev({ visitor_id: `vis_${name}`, received_at: 10 + i })], opts);
+      run(state, [ev({ visitor_id: 'vis_old', received_at: 20 })], opts); // seen again: now the newest
+      const values = new Map<string, Buffer>([...state.visitors].reverse().map(([k, v]) => [k, Buffer.from(JSON.stringify(v))]));
+      const restored = restoreState(values);
+      const step = applyEvent(restored, ev({ visitor_id: 'vis_next', received_at: 30 }), 0, ++offset, opts);
+      expect([...step.changed].filter(([, v]) => v === null).map(([k]) => k)).toEqual([visitorKey(T, 'vis_mid')]);
+    });
   });
 });

@@ -25,6 +25,11 @@ export interface RuleOptions {
   sessionIdleMs: number;
   /** How long an ended session is remembered, so late events do not restart it. */
   endedRetentionMs: number;
+  /** A visitor with no event for this long (stream time) is forgotten. */
+  visitorTtlMs: number;
+  /** Most visitors, and most sessions (open or ended), kept per tenant in one partition: past it the least recently seen go. */
+  maxVisitorsPerTenant: number;
+  maxSessionsPerTenant: number;
 }
 
 /** Per visitor: the score's inputs, what has been counted, and the lead already raised. */
@@ -41,6 +46,8 @@ export interface VisitorState {
   /** The player's time of its first and newest events. */
   firstSeen: number;
   lastSeen: number;
+  /** received_at of its newest event (stream time); absent in state written before it was kept. */
+  seenAt?: number;
   /** The videos it watched, newest last (at most MAX_VIDEOS). */
   videos: string[];
 }
@@ -92,6 +99,47 @@ export function visitorSnapshot(key: string, v: VisitorState): VisitorSnapshot {
   return { tenant_id, visitor_id, score: scoreV1(factors), score_version: SCORE_VERSION, factors, first_seen: v.firstSeen, last_seen: v.lastSeen, videos: v.videos, lead_at: v.leadAt };
 }
 
+/**
+ * Per tenant, its keys in the order they were last touched, so the least
+ * recently seen is first to go. Keeping it per tenant is what makes the
+ * bound safe: a player key flooding new visitor or session ids (the key is
+ * public) pushes out only its own tenant's state.
+ */
+export class TenantOrder {
+  readonly #byTenant = new Map<string, Set<string>>();
+
+  /** Moves `key` to the newest end of its tenant's order; answers how many keys the tenant holds. */
+  touch(tenantId: string, key: string): number {
+    let keys = this.#byTenant.get(tenantId);
+    if (!keys) this.#byTenant.set(tenantId, (keys = new Set()));
+    keys.delete(key);
+    keys.add(key);
+    return keys.size;
+  }
+
+  delete(tenantId: string, key: string): void {
+    const keys = this.#byTenant.get(tenantId);
+    if (!keys) return;
+    keys.delete(key);
+    if (keys.size === 0) this.#byTenant.delete(tenantId);
+  }
+
+  /** The tenant's keys, least recently touched first. */
+  keys(tenantId: string): Iterable<string> {
+    return this.#byTenant.get(tenantId) ?? [];
+  }
+
+  tenants(): Iterable<string> {
+    return this.#byTenant.keys();
+  }
+
+  get size(): number {
+    let n = 0;
+    for (const keys of this.#byTenant.values()) n += keys.size;
+    return n;
+  }
+}
+
 /** One partition's state: every key's value as the changelog holds it. */
 export interface PartitionState {
   visitors: Map<string, VisitorState>;
@@ -99,16 +147,29 @@ export interface PartitionState {
   sessions: Map<string, SessionState>;
   /** Ended sessions, ordered by `endedAt`, kept for endedRetentionMs. */
   ended: Map<string, SessionState>;
+  /** Visitor keys and session keys (open or ended) per tenant, least recently seen first. */
+  visitorOrder: TenantOrder;
+  sessionOrder: TenantOrder;
   streamTime: number;
 }
 
-export const emptyState = (): PartitionState => ({ visitors: new Map(), sessions: new Map(), ended: new Map(), streamTime: 0 });
+export const emptyState = (): PartitionState => ({
+  visitors: new Map(),
+  sessions: new Map(),
+  ended: new Map(),
+  visitorOrder: new TenantOrder(),
+  sessionOrder: new TenantOrder(),
+  streamTime: 0,
+});
 
-/** What one step changed: events to raise, and keys whose state to write (null: delete). */
+/** What one step changed: events to raise, keys whose state to write (null: delete), and state forgotten to stay within bounds. */
 export interface Step {
   events: PlayerEventRecord[];
   changed: Map<string, VisitorState | SessionState | null>;
+  evicted: { visitors: number; sessions: number };
 }
+
+const newStep = (): Step => ({ events: [], changed: new Map(), evicted: { visitors: 0, sessions: 0 } });
 
 const RECENT_IDS = 16;
 export const visitorKey = (tenantId: string, visitorId: string): string => `v:${tenantId}:${visitorId}`;
@@ -141,7 +202,7 @@ export function addToInputs(inputs: FactorInputs, e: PlayerEventRecord): FactorI
  * Then ends the sessions idle past the new stream time.
  */
 export function applyEvent(state: PartitionState, e: PlayerEventRecord, srcPartition: number, srcOffset: number, opts: RuleOptions): Step {
-  const step: Step = { events: [], changed: new Map() };
+  const step = newStep();
   advance(state, e.received_at);
   const settings = opts.settings(e.tenant_id, e.video_id);
 
@@ -157,12 +218,13 @@ export function applyEvent(state: PartitionState, e: PlayerEventRecord, srcParti
     videos: [],
   };
   const counted = (visitor.src[srcPartition] ?? -1) >= srcOffset || visitor.recent.includes(e.event_id);
-  if (counted) return expire(state, opts, step);
+  if (counted) return expire(state, opts, step, e.tenant_id);
   visitor.src[srcPartition] = srcOffset;
   visitor.recent = [...visitor.recent.slice(-(RECENT_IDS - 1)), e.event_id];
   visitor.inputs = addToInputs(visitor.inputs, e);
   visitor.firstSeen = Math.min(visitor.firstSeen, e.timestamp);
   visitor.lastSeen = Math.max(visitor.lastSeen, e.timestamp);
+  visitor.seenAt = Math.max(visitor.seenAt ?? 0, e.received_at);
   if (visitor.videos.at(-1) !== e.video_id) visitor.videos = [...visitor.videos.filter((v) => v !== e.video_id), e.video_id].slice(-MAX_VIDEOS);
   const factors = factorsFrom(visitor.inputs);
   const score = scoreV1(factors);
@@ -176,22 +238,47 @@ export function applyEvent(state: PartitionState, e: PlayerEventRecord, srcParti
   }
   state.visitors.set(vKey, visitor);
   step.changed.set(vKey, visitor);
+  if (state.visitorOrder.touch(e.tenant_id, vKey) > opts.maxVisitorsPerTenant) {
+    forgetVisitor(state, e.tenant_id, first(state.visitorOrder.keys(e.tenant_id))!, step);
+    step.evicted.visitors++;
+  }
 
-  if (e.source === 'player') session(state, e, settings, step);
-  return expire(state, opts, step);
+  if (e.source === 'player') session(state, e, settings, step, opts);
+  return expire(state, opts, step, e.tenant_id);
+}
+
+function first<T>(items: Iterable<T>): T | undefined {
+  for (const item of items) return item;
+  return undefined;
+}
+
+/** Drops a visitor's state (its snapshot in the read model stays). If it comes back it starts from zero. */
+function forgetVisitor(state: PartitionState, tenantId: string, key: string, step: Step): void {
+  state.visitors.delete(key);
+  state.visitorOrder.delete(tenantId, key);
+  step.changed.set(key, null);
+}
+
+/** Drops a session, open or ended, without deciding anything about it. */
+function forgetSession(state: PartitionState, tenantId: string, key: string, step: Step): void {
+  state.sessions.delete(key);
+  state.ended.delete(key);
+  state.sessionOrder.delete(tenantId, key);
+  step.changed.set(key, null);
+  step.evicted.sessions++;
 }
 
 /** Moves stream time to `at` (a tick) and ends the sessions idle past it. */
 export function applyTick(state: PartitionState, at: number, opts: RuleOptions): Step {
   advance(state, at);
-  return expire(state, opts, { events: [], changed: new Map() });
+  return expire(state, opts, newStep());
 }
 
 function advance(state: PartitionState, at: number): void {
   if (at > state.streamTime) state.streamTime = at;
 }
 
-function session(state: PartitionState, e: PlayerEventRecord, settings: IntentSettings, step: Step): void {
+function session(state: PartitionState, e: PlayerEventRecord, settings: IntentSettings, step: Step, opts: RuleOptions): void {
   const key = sessionKey(e.tenant_id, e.session_id);
   if (state.ended.has(key)) return; // a late event of an ended session changes nothing
   const s: SessionState = state.sessions.get(key) ?? {
@@ -235,6 +322,9 @@ function session(state: PartitionState, e: PlayerEventRecord, settings: IntentSe
   }
   state.sessions.set(key, s);
   step.changed.set(key, s);
+  if (state.sessionOrder.touch(e.tenant_id, key) > opts.maxSessionsPerTenant) {
+    forgetSession(state, e.tenant_id, first(state.sessionOrder.keys(e.tenant_id))!, step);
+  }
   if (e.event_name === 'session_ended') end(state, key, s, e.timestamp, settings, step);
 }
 
@@ -253,8 +343,12 @@ function end(state: PartitionState, key: string, s: SessionState, endAt: number,
   step.changed.set(key, s);
 }
 
-/** Ends the open sessions idle for longer than sessionIdleMs, and forgets ended ones past their retention. */
-function expire(state: PartitionState, opts: RuleOptions, step: Step): Step {
+/**
+ * Ends the open sessions idle for longer than sessionIdleMs, forgets ended
+ * ones past their retention, and forgets visitors idle past visitorTtlMs
+ * (those of `tenantId`, or of every tenant on a tick).
+ */
+function expire(state: PartitionState, opts: RuleOptions, step: Step, tenantId?: string): Step {
   for (const [key, s] of state.sessions) {
     if (state.streamTime - s.seenAt <= opts.sessionIdleMs) break; // ordered by seenAt: the rest are newer
     end(state, key, s, s.lastAt, opts.settings(s.tenant_id, s.video_id), step);
@@ -262,7 +356,16 @@ function expire(state: PartitionState, opts: RuleOptions, step: Step): Step {
   for (const [key, s] of state.ended) {
     if (state.streamTime - s.endedAt! <= opts.endedRetentionMs) break;
     state.ended.delete(key);
+    state.sessionOrder.delete(s.tenant_id, key);
     step.changed.set(key, null);
+  }
+  for (const tenant of tenantId === undefined ? [...state.visitorOrder.tenants()] : [tenantId]) {
+    for (const key of state.visitorOrder.keys(tenant)) {
+      const v = state.visitors.get(key);
+      // Touched in stream order, so the first one still fresh ends the scan.
+      if (v && state.streamTime - (v.seenAt ?? v.lastSeen) <= opts.visitorTtlMs) break;
+      forgetVisitor(state, tenant, key, step);
+    }
   }
   return step;
 }
