@@ -156,11 +156,15 @@ describe('WebhookResolver against a UDP DNS server on 127.0.0.1', () => {
     const hanging = timedRejection(resolver.lookup('hang.test'));
     const started = performance.now();
     await expect(resolver.lookup('held.test')).resolves.toHaveLength(1);
-    expect(performance.now() - started).toBeLessThan(250 + 200);
+    const heldMs = performance.now() - started;
     const { error, ms } = await hanging;
     expect(error).toBeInstanceOf(DnsTimeoutError);
+    // The held name was answered while the hanging one still waited on the
+    // server (an order, not a time: it holds on a loaded machine too), and
+    // the hanging one gave up at its budget rather than waiting on.
+    expect(heldMs).toBeLessThan(ms);
     expect(ms).toBeGreaterThanOrEqual(595);
-    expect(ms).toBeLessThan(600 + 175);
+    expect(ms).toBeLessThan(600 + 1500);
   });
 
   it('gives up as soon as the caller aborts', async () => {
