@@ -278,7 +278,6 @@ async function startDerivedService(core: Core, shared: Shared): Promise<HealthSo
     sessionIdleMs: config.DERIVED_SESSION_IDLE_MS,
     tickMs: config.DERIVED_TICK_MS,
     latenessMs: config.DERIVED_LATENESS_MS,
-    commitIntervalMs: config.DERIVED_COMMIT_INTERVAL_MS,
     visitorTtlMs: config.DERIVED_VISITOR_TTL_MS,
     maxVisitorsPerTenant: config.DERIVED_MAX_VISITORS_PER_TENANT,
     maxSessionsPerTenant: config.DERIVED_MAX_SESSIONS_PER_TENANT,

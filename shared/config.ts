@@ -129,8 +129,6 @@ export const ConfigSchema = z.object({
   DERIVED_TICK_MS: intFrom(5000, 50),
   /** A tick says the time this long ago: events may reach the by-visitor log this late and still count before a session ends. */
   DERIVED_LATENESS_MS: intFrom(30_000, 0),
-  /** How long the derived-events stages' batches may wait to share one Kafka transaction (Kafka Streams' commit.interval.ms). */
-  DERIVED_COMMIT_INTERVAL_MS: intFrom(100, 0),
   /** A visitor with no event for this long (stream time) is forgotten by the derived events: back later, it starts from zero. */
   DERIVED_VISITOR_TTL_MS: intFrom(30 * 24 * 3600 * 1000, 60_000),
   /** Most visitors, and most sessions, whose derived-events state is kept per tenant; past it the least recently seen are forgotten. */

@@ -29,8 +29,6 @@ export interface DerivedDeps {
   sessionIdleMs: number;
   tickMs: number;
   latenessMs: number;
-  /** How long each stage's batches may wait to share one transaction. */
-  commitIntervalMs: number;
   /** A visitor with no event for this long (stream time) is forgotten. */
   visitorTtlMs: number;
   /** Most visitors, and most sessions, whose state is kept per tenant (over all partitions). */
@@ -95,7 +93,7 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
     maxVisitorsPerTenant: Math.ceil(deps.maxVisitorsPerTenant / partitions),
     maxSessionsPerTenant: Math.ceil(deps.maxSessionsPerTenant / partitions),
   };
-  const member = { kafka, log, metrics, deadLetters: deps.deadLetters, stallMs: deps.stallMs, sessionTimeoutMs: deps.sessionTimeoutMs, admin, commitIntervalMs: deps.commitIntervalMs };
+  const member = { kafka, log, metrics, deadLetters: deps.deadLetters, stallMs: deps.stallMs, sessionTimeoutMs: deps.sessionTimeoutMs, admin };
 
   const repartition = new TransactionalStage<PlayerEventRecord>({
     ...member,
@@ -169,13 +167,13 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
       }
       const out: StageOutput[] = events.map((e) => ({ topic: topics.playerEvents, key: playerEventKey(e.tenant_id, e.session_id), value: registry.encode('player-event', e) }));
       for (const [key, value] of changed) {
-        out.push({ topic: topics.derivedState, partition, key, value: value === null ? null : Buffer.from(JSON.stringify(value)), compacted: true });
+        out.push({ topic: topics.derivedState, partition, key, value: value === null ? null : Buffer.from(JSON.stringify(value)) });
         if (value !== null && key.startsWith('v:')) {
           const snapshot = visitorSnapshot(key, value as VisitorState);
-          out.push({ topic: topics.derivedVisitors, key: `${snapshot.tenant_id}:${snapshot.visitor_id}`, value: Buffer.from(JSON.stringify(snapshot)), compacted: true });
+          out.push({ topic: topics.derivedVisitors, key: `${snapshot.tenant_id}:${snapshot.visitor_id}`, value: Buffer.from(JSON.stringify(snapshot)) });
         }
       }
-      out.push({ topic: topics.derivedState, partition, key: STREAM_TIME_KEY, value: Buffer.from(JSON.stringify(state.streamTime)), compacted: true });
+      out.push({ topic: topics.derivedState, partition, key: STREAM_TIME_KEY, value: Buffer.from(JSON.stringify(state.streamTime)) });
       for (const e of events) metrics.derivedEvents.inc({ event: e.event_name });
       if (evicted.visitors > 0) metrics.derivedStateEvicted.inc({ kind: 'visitor' }, evicted.visitors);
       if (evicted.sessions > 0) metrics.derivedStateEvicted.inc({ kind: 'session' }, evicted.sessions);
