@@ -185,9 +185,10 @@ describe('derived events exactly once: three brokers, separate processes, kill -
       log('load sent; waiting for the derived-events groups and the deliveries');
 
       await derivedIdle(180_000);
-      await expect.poll(() => idsByVisitor.size, { timeout: 180_000, interval: 500 }).toBe(VISITORS);
+      // The leads on the log first, then their deliveries: a shortfall says which side it is on.
       const leads = await leadsByVisitor();
       expect(leads.size).toBe(VISITORS);
+      await expect.poll(() => idsByVisitor.size, { timeout: 180_000, interval: 500 }).toBe(VISITORS);
       const repeated = [...leads].filter(([, ids]) => ids.length !== 1);
       expect(repeated, `visitors with more than one high_intent_lead: ${repeated.length}`).toEqual([]);
       const manyIds = [...idsByVisitor].filter(([, ids]) => ids.size !== 1);
