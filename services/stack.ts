@@ -243,7 +243,7 @@ async function startProjectorService(core: Core, clickhouse: ClickHouseClient | 
     deadLetters: shared.deadLetters,
     stallMs: config.CONSUMER_STALL_TIMEOUT_MS,
     sessionTimeoutMs: config.KAFKA_SESSION_TIMEOUT_MS,
-    onInserted: readCache ? (touches) => readCache.invalidate(touches) : undefined,
+    onInsert: readCache,
   });
   for (const c of projector.consumers) shared.lag.watch(c.groupId, [...c.topics]);
   core.shutdown.add('projector', () => projector.stop(core.shutdown.budget(0.6)));

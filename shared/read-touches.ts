@@ -53,5 +53,12 @@ export class InsertTouches {
   }
 }
 
-/** Where the projector reports what each insert touched; undefined when nobody in the process listens. */
-export type OnInserted = (touches: InsertTouches) => void;
+/**
+ * Where the projector reports what each insert touched: as it sends the
+ * insert (its rows may be readable before the call returns) and once the
+ * call has returned or failed. Absent when nobody in the process listens.
+ */
+export interface InsertListener {
+  inserting(touches: InsertTouches): void;
+  insertDone(touches: InsertTouches): void;
+}

@@ -72,6 +72,23 @@ describe('ReadCache', () => {
     expect(c.counts.staleFills).toBe(1);
   });
 
+  it('while an insert is being sent, reads its scopes from ClickHouse each time and stores nothing', async () => {
+    const c = cacheOf();
+    let n = 0;
+    const load = async () => ++n;
+    await c.read(score('T', 'a'), load);
+    const t = touched((x) => x.event('T', 'vid', 'a', 5, false));
+    c.inserting(t);
+    // Its rows may be readable already: no answer from before, no shared or stored fill.
+    expect(await c.read(score('T', 'a'), load)).toBe(2);
+    expect(await c.read(score('T', 'a'), load)).toBe(3);
+    expect(await c.read(score('T', 'b'), load)).toBe(4);
+    expect(await c.read(score('T', 'b'), load)).toBe(4);
+    c.insertDone(t);
+    expect(await c.read(score('T', 'a'), load)).toBe(5);
+    expect(await c.read(score('T', 'a'), load)).toBe(5);
+  });
+
   it('drops a page only when an inserted timestamp falls in its range', async () => {
     const c = cacheOf();
     const page = (from: number, rows: number[]) => ({

@@ -4,13 +4,16 @@ import type { InsertTouches } from '../../shared/read-touches.ts';
  * The read API's in-process cache of answers read from ClickHouse (scores,
  * events pages, timelines, visitor lists), with single-flight fills.
  *
- * Exactness: an entry is dropped when the projector of this process reports
- * an insert that touched its scope (InsertTouches, after the insert
- * returned), so a read that starts after that reads ClickHouse again. A fill
- * that was running when such a report came is marked stale and its answer is
- * given to its waiters but never stored: it may have read before the insert
- * became visible. With no projector in the process, entries instead expire
- * after `ttlMs` (docs/scaling.md).
+ * Exactness: the projector of this process reports each insert twice, as it
+ * sends it and once it has returned (InsertTouches: what it touched). From
+ * the first report to the second, its rows may be readable in ClickHouse
+ * before the insert's call returns, so reads of a touched scope neither hit
+ * nor share a fill nor store: each reads ClickHouse itself. The first report
+ * also drops the scope's entries and marks its running fills stale (their
+ * answers go to their waiters, never into the cache). So a read that starts
+ * after the rows became readable never answers from before them. With no
+ * projector in the process, entries instead expire after `ttlMs`
+ * (docs/scaling.md).
  *
  * Bounds: entries weigh their rows (a score 1, a page its rows); each tenant
  * holds at most `tenantMaxRows` and evicts its own least recently used
@@ -78,6 +81,8 @@ export class ReadCache {
   readonly #byScope = new Map<string, Set<Entry>>();
   readonly #flights = new Map<string, Flight>();
   readonly #flightsByScope = new Map<string, Set<Flight>>();
+  /** Scopes an insert is being made into: the ranges inserted (whole scopes as one unbounded range), one per insert. */
+  readonly #inserting = new Map<string, [number, number][]>();
   #rows = 0;
   /** Counts since start, for metrics and the benchmark. */
   readonly counts = { hit: 0, miss: 0, joined: 0, evicted: 0, invalidated: 0, staleFills: 0 };
@@ -105,6 +110,10 @@ export class ReadCache {
    */
   read<T>(read: CachedRead<T>, load: (signal: AbortSignal) => Promise<T>, signal?: AbortSignal): Promise<T> {
     if (signal?.aborted) return Promise.reject(this.#opts.clientGone());
+    if (this.#beingInserted(read.scope, read.from ?? Number.NEGATIVE_INFINITY)) {
+      this.#count('miss');
+      return load(signal ?? new AbortController().signal);
+    }
     const space = this.#tenants.get(read.tenant);
     const entry = space?.entries.get(read.key);
     if (entry) {
@@ -126,12 +135,38 @@ export class ReadCache {
     return this.#wait(flight, signal) as Promise<T>;
   }
 
-  /** Drops what an insert touched, and marks fills running over it stale. */
-  invalidate(touches: InsertTouches): void {
-    for (const scope of touches.scopes) {
-      this.#dropScope(scope, Number.NEGATIVE_INFINITY, Number.POSITIVE_INFINITY);
+  /** An insert of what `touches` names is being sent: drop it, and read its scopes from ClickHouse until insertDone. */
+  inserting(touches: InsertTouches): void {
+    for (const [scope, lo, hi] of spans(touches)) {
+      this.#dropScope(scope, lo, hi);
+      let list = this.#inserting.get(scope);
+      if (!list) this.#inserting.set(scope, (list = []));
+      list.push([lo, hi]);
     }
-    for (const [scope, [lo, hi]] of touches.ranges) this.#dropScope(scope, lo, hi);
+  }
+
+  /** The insert `inserting` announced has returned or failed. */
+  insertDone(touches: InsertTouches): void {
+    for (const [scope, lo, hi] of spans(touches)) {
+      const list = this.#inserting.get(scope);
+      const i = list?.findIndex(([a, b]) => a === lo && b === hi) ?? -1;
+      if (list && i >= 0) list.splice(i, 1);
+      if (list?.length === 0) this.#inserting.delete(scope);
+      // Nothing was stored meanwhile; a fill that started before `inserting` is stale already.
+      this.#dropScope(scope, lo, hi);
+    }
+  }
+
+  /** Both reports of an insert at once (tests, and a caller that only learns of an insert afterwards). */
+  invalidate(touches: InsertTouches): void {
+    this.inserting(touches);
+    this.insertDone(touches);
+  }
+
+  #beingInserted(scope: string, from: number): boolean {
+    const list = this.#inserting.get(scope);
+    // An answer's upper end is unknown before it is read: any insert at or after its start counts.
+    return list !== undefined && list.some(([, hi]) => hi >= from);
   }
 
   #dropScope(scope: string, lo: number, hi: number): void {
@@ -266,4 +301,10 @@ export class ReadCache {
     this.counts[outcome]++;
     this.onOutcome?.(outcome);
   }
+}
+
+/** Each scope of `touches` with the range it touched (a whole scope: unbounded). */
+function* spans(touches: InsertTouches): Generator<[string, number, number]> {
+  for (const scope of touches.scopes) yield [scope, Number.NEGATIVE_INFINITY, Number.POSITIVE_INFINITY];
+  for (const [scope, [lo, hi]] of touches.ranges) yield [scope, lo, hi];
 }

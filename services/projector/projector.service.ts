@@ -14,7 +14,7 @@ import { dedupeRetriedEvents, needsLookup } from './event-dedupe.ts';
 import type { VisitorSnapshot } from '../derived/intent-rules.ts';
 import { decodeVisitorSnapshot, visitorRow } from './visitor-rows.ts';
 import { candidateLine, EVENT_COLUMNS, eventLine, LATEST_EVENT_TIME, retryCandidate, type RetryCandidate } from './event-rows.ts';
-import { InsertTouches, type OnInserted } from '../../shared/read-touches.ts';
+import { InsertTouches, type InsertListener } from '../../shared/read-touches.ts';
 import { isSignal } from '../../shared/event-names.ts';
 import { chTimeMs } from './event-rows.ts';
 
@@ -35,14 +35,14 @@ export interface ProjectorDeps {
   /** Group session timeout of every consumer (KAFKA_SESSION_TIMEOUT_MS). */
   sessionTimeoutMs?: number;
   /**
-   * Told what each insert of events and visitor snapshots touched, once the
-   * insert has returned (or failed: some of its rows may be readable): the
-   * read API's cache in the same process (services/api/read-cache.ts).
+   * Told what each insert of events and visitor snapshots touched, as it is
+   * sent and once it has returned or failed: the read API's cache in the
+   * same process (services/api/read-cache.ts).
    */
-  onInserted?: OnInserted;
+  onInsert?: InsertListener;
 }
 
-/** A record's line with what the read cache must hear of it; only made when somebody listens (onInserted). */
+/** A record's line with what the read cache must hear of it; only made when somebody listens (onInsert). */
 class TouchingLine {
   readonly line: string;
   readonly tenant: string;
@@ -88,13 +88,15 @@ export async function startProjector(deps: ProjectorDeps) {
 
   const decodeEvent = recordDecoder(deps.registry, 'player-event', PlayerEventRecord, { avroRules: playerEventViolation });
   /** A record's line, or, for a record the dedupe step must see, the candidate holding it. */
-  const onInserted = deps.onInserted;
-  /** Runs an insert and then reports what it touched, whether it returned or failed. */
+  const onInsert = deps.onInsert;
+  /** Runs an insert, reporting what it touched before it is sent and after it returned or failed. */
   const reporting = async (touches: InsertTouches | undefined, insert: () => Promise<void>): Promise<void> => {
+    if (!touches || touches.empty) return insert();
+    onInsert!.inserting(touches);
     try {
       await insert();
     } finally {
-      if (touches && !touches.empty) onInserted!(touches);
+      onInsert!.insertDone(touches);
     }
   };
   const events = new GroupConsumer<string | RetryCandidate | TouchingLine>({
@@ -113,14 +115,14 @@ export async function startProjector(deps: ProjectorDeps) {
       const line = eventLine(d.value);
       if (needsLookup(d.value)) return { kind: 'value', value: retryCandidate(d.value, line) };
       const e = d.value;
-      return { kind: 'value', value: onInserted ? new TouchingLine(line, e.tenant_id, e.video_id, e.visitor_id, e.timestamp, !isSignal(e.event_name)) : line };
+      return { kind: 'value', value: onInsert ? new TouchingLine(line, e.tenant_id, e.video_id, e.visitor_id, e.timestamp, !isSignal(e.event_name)) : line };
     },
     onRecordAge: (stage, ageMs) => deps.metrics.recordAge.observe({ stage: stage === 'handled' ? 'readable' : stage }, ageMs / 1000),
     batches: batches(deps.maxRows, async (items) => {
       // One loop with no allocation per record beyond the array slot: this
       // runs for every record of a drain, and garbage is a tenth of its CPU.
       const lines: string[] = [];
-      const touches = onInserted ? new InsertTouches() : undefined;
+      const touches = onInsert ? new InsertTouches() : undefined;
       let candidates: RetryCandidate[] | undefined;
       for (const { record } of items) {
         if (record.kind !== 'value') continue;
@@ -196,7 +198,7 @@ export async function startProjector(deps: ProjectorDeps) {
     decode: decodeVisitorSnapshot,
     batches: batches(deps.maxRows, async (items) => {
       const rows = items.flatMap(({ message, record }) => (record.kind === 'value' ? [visitorRow(record.value, message.offset)] : []));
-      const touches = onInserted ? new InsertTouches() : undefined;
+      const touches = onInsert ? new InsertTouches() : undefined;
       for (const { record } of items) if (record.kind === 'value') touches?.visitorSnapshot(record.value.tenant_id);
       if (rows.length > 0) await reporting(touches, () => insert('visitors', rows));
     }),
