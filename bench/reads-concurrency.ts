@@ -67,7 +67,8 @@ export interface RcResult {
   off: Record<RcKind, Record<number, Cell>>;
   on: Record<RcKind, Record<number, Cell>>;
   engine: Record<RcKind, Record<number, Cell>>;
-  http: Record<number, Cell>;
+  /** GET /v1/videos, run right before each row's cells: kind → conns → cell. */
+  http: Record<RcKind, Record<number, Cell>>;
   /** Score reads each visitor once (no cache can help), 64 connections. */
   coldScore: { off: Cell; on: Cell };
   mixed: {
@@ -191,7 +192,7 @@ export async function benchReadsConcurrency(ctx: BenchContext, opts: RcOptions):
     off: empty(),
     on: empty(),
     engine: empty(),
-    http: {},
+    http: empty(),
     coldScore: undefined as never,
     mixed: undefined as never,
     rssMb: { off: 0, on: 0 },
@@ -209,28 +210,6 @@ export async function benchReadsConcurrency(ctx: BenchContext, opts: RcOptions):
     return c;
   };
 
-  for (const conns of opts.conns) {
-    ctx.progress(`reads-concurrency: HTTP ceiling (GET /v1/videos) at ${conns} connections`);
-    await closedLoop(on.client, auth.on, () => '/v1/videos', conns, opts.warmMs);
-    result.http[conns] = await closedLoop(on.client, auth.on, () => '/v1/videos', conns, opts.cellMs);
-  }
-  for (const kind of RC_KINDS) {
-    for (const conns of opts.conns) {
-      ctx.progress(`reads-concurrency: ${kind} at ${conns} connections, cache off then on`);
-      result.off[kind][conns] = await cell('off', kind, conns);
-      result.on[kind][conns] = await cell('on', kind, conns);
-    }
-  }
-
-  // Each visitor once: visitors the working set never asked for.
-  ctx.progress('reads-concurrency: score, each visitor once, 64 connections');
-  const coldPath = (i: number) => `/v1/visitors/vis_lt_${opts.workingSet + (i % (10_000 - opts.workingSet))}/score`;
-  const coldMs = Math.min(opts.cellMs, 3000);
-  result.coldScore = {
-    off: await closedLoop(off.client, auth.off, coldPath, maxConns, coldMs),
-    on: await closedLoop(on.client, auth.on, coldPath, maxConns, coldMs),
-  };
-
   // The engine's own ceiling, in the stack without the cache (idle meanwhile): the API's SQL with its bounds.
   const bounds = loadConfig({});
   const bounded = (q: { query: string; query_params: Record<string, unknown> }) => ({ sql: withBounds(q.query, bounds), params: q.query_params });
@@ -243,13 +222,33 @@ export async function benchReadsConcurrency(ctx: BenchContext, opts: RcOptions):
     visitors: Array.from({ length: 31 }, (_, i) => bounded(visitorListQuery({ tenantId: off.tenant, order: 'score', minScore: 30 + i, limit: 51 }))),
     timeline: Array.from({ length: opts.workingSet }, (_, i) => bounded(timelineQuery({ tenantId: off.tenant, visitorId: visitorOf(i) }, rowsToFetch(101)))),
   };
+  const engineCell = async (kind: RcKind, conns: number): Promise<Cell> => {
+    const r = await off.worker.rpc<QueryLoadResult>({ op: 'queryLoad', queries: engineQueries[kind], concurrency: conns, durationMs: opts.cellMs }, opts.cellMs + 120_000);
+    return { rps: r.count / r.seconds, p50: r.p50, p99: r.p99, errors: r.errors, firstError: r.firstError };
+  };
+  const httpCell = async (conns: number): Promise<Cell> => {
+    await closedLoop(on.client, auth.on, () => '/v1/videos', conns, opts.warmMs);
+    return closedLoop(on.client, auth.on, () => '/v1/videos', conns, opts.cellMs);
+  };
+  // The machine is shared and its load moves within minutes: each row's four cells run back to back.
   for (const kind of RC_KINDS) {
     for (const conns of opts.conns) {
-      ctx.progress(`reads-concurrency: engine ceiling, ${kind} at ${conns} concurrent queries`);
-      const r = await off.worker.rpc<QueryLoadResult>({ op: 'queryLoad', queries: engineQueries[kind], concurrency: conns, durationMs: opts.cellMs }, opts.cellMs + 120_000);
-      result.engine[kind][conns] = { rps: r.count / r.seconds, p50: r.p50, p99: r.p99, errors: r.errors, firstError: r.firstError };
+      ctx.progress(`reads-concurrency: ${kind} at ${conns} connections: HTTP ceiling, cache off, cache on, engine ceiling`);
+      result.http[kind][conns] = await httpCell(conns);
+      result.off[kind][conns] = await cell('off', kind, conns);
+      result.on[kind][conns] = await cell('on', kind, conns);
+      result.engine[kind][conns] = await engineCell(kind, conns);
     }
   }
+
+  // Each visitor once: visitors the working set never asked for.
+  ctx.progress('reads-concurrency: score, each visitor once, 64 connections');
+  const coldPath = (i: number) => `/v1/visitors/vis_lt_${opts.workingSet + (i % (10_000 - opts.workingSet))}/score`;
+  const coldMs = Math.min(opts.cellMs, 3000);
+  result.coldScore = {
+    off: await closedLoop(off.client, auth.off, coldPath, maxConns, coldMs),
+    on: await closedLoop(on.client, auth.on, coldPath, maxConns, coldMs),
+  };
 
   result.rssMb.off = (await off.worker.rpc<{ rss: number }>({ op: 'stats' })).rss / 2 ** 20;
   result.rssMb.on = (await on.worker.rpc<{ rss: number }>({ op: 'stats' })).rss / 2 ** 20;

@@ -708,7 +708,7 @@ function reportReadsConcurrency(rc: RcResult): void {
   out(
     'two stacks loaded with the same events, cells in turn: "off" = READ_CACHE_MAX_ROWS=0 READ_SCORE_BATCH_MAX=1 (the reads as before issue 26), "on" = the defaults; ' +
       `score and timeline requests cycle over ${fmtInt(o.workingSet)} visitors; "hit" = share the cache answered in that cell; ` +
-      'HTTP = GET /v1/videos (from memory) at the same connections; engine = the read\'s SQL straight to the ClickHouse client in the stack\'s process, as many at once',
+      'HTTP = GET /v1/videos (from memory) at the same connections; engine = the read\'s SQL straight to the ClickHouse client in the stack\'s process, as many at once; each row\'s four cells run back to back (HTTP, off, on, engine)',
   );
   out();
   const c = (x: Cell | undefined) => (x ? [fmtInt(x.rps), fmtMs(x.p50), fmtMs(x.p99)] : ['', '', '']);
@@ -725,7 +725,7 @@ function reportReadsConcurrency(rc: RcResult): void {
         ...c(on),
         off && on ? fmtRatio(on.rps / off.rps) : '',
         on?.hit === undefined ? '' : `${(on.hit * 100).toFixed(0)}%`,
-        fmtInt(rc.http[n]?.rps ?? Number.NaN),
+        fmtInt(rc.http[k][n]?.rps ?? Number.NaN),
         eng ? fmtInt(eng.rps) : '',
         eng ? fmtMs(eng.p50) : '',
       ]);
