@@ -18,6 +18,7 @@ import { cursorCodec } from '../shared/cursor.ts';
 import { parseVideoId } from '../shared/ids.ts';
 import { metricSum } from '../test/helpers/prometheus-text.ts';
 import { setupTenant, type BenchContext } from './context.ts';
+import { cpuSeconds } from './cpu.ts';
 import { HttpClient } from './http-client.ts';
 import { loadEventsSql, loadVisitorsSql, READ_SPAN_MS, waitForMerges, type RowsOf } from './read-latency.ts';
 import { quantile } from './stats.ts';
@@ -58,6 +59,8 @@ export interface Cell {
   firstError?: string;
   /** Share of the cell's reads the cache answered (the cached stack only). */
   hit?: number;
+  /** CPU time of the stack's process (service and embedded engine) per answered request, ms. */
+  cpuMs?: number;
 }
 
 export interface RcResult {
@@ -202,7 +205,9 @@ export async function benchReadsConcurrency(ctx: BenchContext, opts: RcOptions):
     const t = stacks[which];
     await closedLoop(t.client, auth[which], paths[which][kind], conns, opts.warmMs);
     const before = which === 'on' ? await cacheCounts(t.client) : undefined;
+    const cpu0 = cpuSeconds(t.worker.pid);
     const c = await closedLoop(t.client, auth[which], paths[which][kind], conns, opts.cellMs);
+    c.cpuMs = ((cpuSeconds(t.worker.pid) - cpu0) * 1000) / Math.max(1, c.rps * (opts.cellMs / 1000));
     if (before) {
       const after = await cacheCounts(t.client);
       c.hit = (after.hit - before.hit) / Math.max(1, after.all - before.all);
@@ -228,7 +233,10 @@ export async function benchReadsConcurrency(ctx: BenchContext, opts: RcOptions):
   };
   const httpCell = async (conns: number): Promise<Cell> => {
     await closedLoop(on.client, auth.on, () => '/v1/videos', conns, opts.warmMs);
-    return closedLoop(on.client, auth.on, () => '/v1/videos', conns, opts.cellMs);
+    const cpu0 = cpuSeconds(on.worker.pid);
+    const c = await closedLoop(on.client, auth.on, () => '/v1/videos', conns, opts.cellMs);
+    c.cpuMs = ((cpuSeconds(on.worker.pid) - cpu0) * 1000) / Math.max(1, c.rps * (opts.cellMs / 1000));
+    return c;
   };
   // The machine is shared and its load moves within minutes: each row's four cells run back to back.
   for (const kind of RC_KINDS) {

@@ -708,11 +708,14 @@ function reportReadsConcurrency(rc: RcResult): void {
   out(
     'two stacks loaded with the same events, cells in turn: "off" = READ_CACHE_MAX_ROWS=0 READ_SCORE_BATCH_MAX=1 (the reads as before issue 26), "on" = the defaults; ' +
       `score and timeline requests cycle over ${fmtInt(o.workingSet)} visitors; "hit" = share the cache answered in that cell; ` +
-      'HTTP = GET /v1/videos (from memory) at the same connections; engine = the read\'s SQL straight to the ClickHouse client in the stack\'s process, as many at once; each row\'s four cells run back to back (HTTP, off, on, engine)',
+      'HTTP = GET /v1/videos (from memory) at the same connections; engine = the read\'s SQL straight to the ClickHouse client in the stack\'s process, as many at once; each row\'s four cells run back to back (HTTP, off, on, engine); CPU = ms of the stack process\'s CPU (service and embedded engine) per answered request',
   );
   out();
   const c = (x: Cell | undefined) => (x ? [fmtInt(x.rps), fmtMs(x.p50), fmtMs(x.p99)] : ['', '', '']);
-  const rows: string[][] = [['read', 'conns', 'off req/s', 'off p50', 'off p99', 'on req/s', 'on p50', 'on p99', 'on/off', 'hit', 'HTTP req/s', 'engine q/s', 'engine p50']];
+  const cpu = (x: Cell | undefined) => (x?.cpuMs !== undefined && Number.isFinite(x.cpuMs) ? `${x.cpuMs.toFixed(2)}` : '');
+  const rows: string[][] = [
+    ['read', 'conns', 'off req/s', 'off p50', 'off p99', 'off CPU', 'on req/s', 'on p50', 'on p99', 'on CPU', 'on/off', 'hit', 'HTTP req/s', 'HTTP CPU', 'engine q/s', 'engine p50'],
+  ];
   for (const k of RC_KINDS) {
     for (const n of o.conns) {
       const off = rc.off[k][n];
@@ -722,10 +725,13 @@ function reportReadsConcurrency(rc: RcResult): void {
         n === o.conns[0] ? RC_LABEL[k] : '',
         String(n),
         ...c(off),
+        cpu(off),
         ...c(on),
+        cpu(on),
         off && on ? fmtRatio(on.rps / off.rps) : '',
         on?.hit === undefined ? '' : `${(on.hit * 100).toFixed(0)}%`,
         fmtInt(rc.http[k][n]?.rps ?? Number.NaN),
+        cpu(rc.http[k][n]),
         eng ? fmtInt(eng.rps) : '',
         eng ? fmtMs(eng.p50) : '',
       ]);

@@ -45,6 +45,8 @@ describe('read cache exactness under concurrency', () => {
     RATE_LIMIT_PER_MINUTE: '1000000',
   };
   const visitorOf = (i: number) => `vis_cx_${i}`;
+  /** Visitors with events from before the run only: their scores are answered from the cache while the others change. */
+  const quiet = ['vis_cq_0', 'vis_cq_1', 'vis_cq_2', 'vis_cq_3'];
   const clickhouseUrl = () => inject('clickhouseUrl');
 
   const scalar = async (sql: string): Promise<number> => {
@@ -128,6 +130,7 @@ describe('read cache exactness under concurrency', () => {
       Array.from({ length: n }, async (_, r) => {
         for (let i = 0; !stop.done; i++) {
           if (r % 4 === 3) await checkWalk([7, 25, 100][i % 3]!);
+          else if (i % 3 === 2) await checkScore(quiet[(r + i) % quiet.length]!);
           else await checkScore(visitorOf((r * 5 + i) % SCORE_VISITORS));
         }
       }),
@@ -153,6 +156,15 @@ describe('read cache exactness under concurrency', () => {
     scoreVideo = await s.createVideo(T.id, 'scores');
     const url = clickhouseUrl();
     ch = (await createClickHouse({ url, database: url ? s.topicPrefix.replace('.', '') : undefined, dataDir: s.dataDir })).client;
+    const res = await s.collect(
+      T.player_key,
+      quiet.flatMap((v) => [1, 2].map(() => ({ event_name: 'cta_clicked', video_id: scoreVideo, visitor_id: v, session_id: `ses_${v}` }))),
+    );
+    expect(res.status, res.text).toBe(202);
+    for (const v of quiet) {
+      acked.set(v, 2);
+      await eventually(async () => ((await s.api(`/visitors/${v}/score`, T.apiKey)).body?.factors?.cta_clicks === 2 ? true : undefined), 30_000, 100);
+    }
   }, 120_000);
 
   afterAll(async () => {

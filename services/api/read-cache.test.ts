@@ -89,6 +89,34 @@ describe('ReadCache', () => {
     expect(await c.read(score('T', 'a'), load)).toBe(5);
   });
 
+  it('while an insert is being sent, still answers the pages it cannot change, and stores a fill whose range it missed', async () => {
+    const c = cacheOf();
+    const page = (from: number, rows: number[]) => ({
+      tenant: 'T',
+      key: `page ${from}`,
+      scope: videoScope('T', 'v'),
+      from,
+      to: (r: number[]) => (r.length >= 3 ? r.at(-1)! : Number.POSITIVE_INFINITY),
+      weight: (r: number[]) => r.length,
+      rows,
+    });
+    let loads = 0;
+    const read = (p: ReturnType<typeof page>) => c.read(p, async () => (loads++, p.rows));
+    await read(page(100, [100, 110, 120]));
+    const t = touched((x) => x.event('T', 'v', 'x', 500, true));
+    c.inserting(t);
+    await read(page(100, [100, 110, 120])); // cached before, range [100, 120]: a hit
+    await read(page(130, [130, 140, 150])); // filled meanwhile, range [130, 150]: stored
+    await read(page(130, [130, 140, 150]));
+    await read(page(400, [400, 410])); // reaches the end, so the insert at 500 may be in it or not: read each time
+    await read(page(400, [400, 410]));
+    expect(loads).toBe(4);
+    c.insertDone(t);
+    await read(page(400, [400, 410]));
+    await read(page(400, [400, 410]));
+    expect(loads).toBe(5);
+  });
+
   it('drops a page only when an inserted timestamp falls in its range', async () => {
     const c = cacheOf();
     const page = (from: number, rows: number[]) => ({

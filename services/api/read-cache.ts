@@ -6,13 +6,15 @@ import type { InsertTouches } from '../../shared/read-touches.ts';
  *
  * Exactness: the projector of this process reports each insert twice, as it
  * sends it and once it has returned (InsertTouches: what it touched). From
- * the first report to the second, its rows may be readable in ClickHouse
- * before the insert's call returns, so reads of a touched scope neither hit
- * nor share a fill nor store: each reads ClickHouse itself. The first report
- * also drops the scope's entries and marks its running fills stale (their
- * answers go to their waiters, never into the cache). So a read that starts
- * after the rows became readable never answers from before them. With no
- * projector in the process, entries instead expire after `ttlMs`
+ * the first report to the second its rows may be readable in ClickHouse
+ * before the insert's call returns. So the first report drops the entries
+ * it overlaps, and a fill that overlapped an insert in progress (running
+ * when it began, or begun while it ran) is never stored and never shared
+ * with a later request: those each read ClickHouse themselves. An entry
+ * that survives is one no insert since its fill can change (a page whose
+ * range the insert missed), so it stays a hit meanwhile. A read that starts
+ * after an event became readable therefore never answers from before it.
+ * With no projector in the process, entries instead expire after `ttlMs`
  * (docs/scaling.md).
  *
  * Bounds: entries weigh their rows (a score 1, a page its rows); each tenant
@@ -63,7 +65,8 @@ interface Flight {
   id: string;
   scope: string;
   from: number;
-  stale: boolean;
+  /** Ranges of inserts in progress while it ran (at or after `from`): stored only if its answer's range misses them all. */
+  overlaps: [number, number][];
   waiters: number;
   controller: AbortController;
   promise: Promise<unknown>;
@@ -110,10 +113,6 @@ export class ReadCache {
    */
   read<T>(read: CachedRead<T>, load: (signal: AbortSignal) => Promise<T>, signal?: AbortSignal): Promise<T> {
     if (signal?.aborted) return Promise.reject(this.#opts.clientGone());
-    if (this.#beingInserted(read.scope, read.from ?? Number.NEGATIVE_INFINITY)) {
-      this.#count('miss');
-      return load(signal ?? new AbortController().signal);
-    }
     const space = this.#tenants.get(read.tenant);
     const entry = space?.entries.get(read.key);
     if (entry) {
@@ -152,7 +151,7 @@ export class ReadCache {
       const i = list?.findIndex(([a, b]) => a === lo && b === hi) ?? -1;
       if (list && i >= 0) list.splice(i, 1);
       if (list?.length === 0) this.#inserting.delete(scope);
-      // Nothing was stored meanwhile; a fill that started before `inserting` is stale already.
+      // Nothing it overlaps was stored meanwhile (fills that met it are not stored); dropped again all the same.
       this.#dropScope(scope, lo, hi);
     }
   }
@@ -163,11 +162,6 @@ export class ReadCache {
     this.insertDone(touches);
   }
 
-  #beingInserted(scope: string, from: number): boolean {
-    const list = this.#inserting.get(scope);
-    // An answer's upper end is unknown before it is read: any insert at or after its start counts.
-    return list !== undefined && list.some(([, hi]) => hi >= from);
-  }
 
   #dropScope(scope: string, lo: number, hi: number): void {
     const entries = this.#byScope.get(scope);
@@ -181,11 +175,11 @@ export class ReadCache {
     }
     const flights = this.#flightsByScope.get(scope);
     if (flights) {
-      // A running fill's upper end is not known yet: any insert at or after its start counts.
-      for (const f of [...flights]) {
+      // A running fill's upper end is not known yet: any insert at or after its start counts, and nobody joins it now.
+      for (const f of flights) {
         if (hi >= f.from) {
-          f.stale = true;
-          this.#forgetFlight(f);
+          f.overlaps.push([lo, hi]);
+          if (this.#flights.get(f.id) === f) this.#flights.delete(f.id);
         }
       }
     }
@@ -193,16 +187,20 @@ export class ReadCache {
 
   #fill<T>(id: string, read: CachedRead<T>, load: (signal: AbortSignal) => Promise<T>): Flight {
     const controller = new AbortController();
-    const flight: Flight = { id, scope: read.scope, from: read.from ?? Number.NEGATIVE_INFINITY, stale: false, waiters: 0, controller, promise: undefined as never };
-    this.#flights.set(id, flight);
+    const from = read.from ?? Number.NEGATIVE_INFINITY;
+    // Inserts already in progress: their rows may or may not be in what this fill reads.
+    const overlaps = (this.#inserting.get(read.scope) ?? []).filter(([, hi]) => hi >= from);
+    const flight: Flight = { id, scope: read.scope, from, overlaps, waiters: 0, controller, promise: undefined as never };
+    if (overlaps.length === 0) this.#flights.set(id, flight);
     let set = this.#flightsByScope.get(read.scope);
     if (!set) this.#flightsByScope.set(read.scope, (set = new Set()));
     set.add(flight);
     flight.promise = (async () => {
       try {
         const value = await load(controller.signal);
-        if (flight.stale) this.counts.staleFills++;
-        else this.#store(read, value, flight.from);
+        const to = read.to ? read.to(value) : Number.POSITIVE_INFINITY;
+        if (flight.overlaps.some(([lo, hi]) => hi >= from && lo <= to)) this.counts.staleFills++;
+        else this.#store(read, value, from, to);
         return value;
       } finally {
         this.#forgetFlight(flight);
@@ -246,7 +244,7 @@ export class ReadCache {
     });
   }
 
-  #store<T>(read: CachedRead<T>, value: T, from: number): void {
+  #store<T>(read: CachedRead<T>, value: T, from: number, to: number): void {
     const weight = Math.max(1, read.weight(value));
     if (weight > this.#opts.tenantMaxRows || weight > this.#opts.maxRows) return;
     let space = this.#tenants.get(read.tenant);
@@ -260,7 +258,7 @@ export class ReadCache {
       value,
       weight,
       from,
-      to: read.to ? read.to(value) : Number.POSITIVE_INFINITY,
+      to,
       expiresAt: this.#opts.ttlMs > 0 ? this.#opts.now() + this.#opts.ttlMs : Number.POSITIVE_INFINITY,
     };
     space.entries.set(read.key, entry);
