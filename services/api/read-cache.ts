@@ -134,7 +134,7 @@ export class ReadCache {
     return this.#wait(flight, signal) as Promise<T>;
   }
 
-  /** An insert of what `touches` names is being sent: drop it, and read its scopes from ClickHouse until insertDone. */
+  /** An insert of what `touches` names is being sent: drop what it overlaps; fills that meet it until insertDone are not stored. */
   inserting(touches: InsertTouches): void {
     for (const [scope, lo, hi] of spans(touches)) {
       this.#dropScope(scope, lo, hi);
@@ -161,7 +161,6 @@ export class ReadCache {
     this.inserting(touches);
     this.insertDone(touches);
   }
-
 
   #dropScope(scope: string, lo: number, hi: number): void {
     const entries = this.#byScope.get(scope);
