@@ -72,7 +72,7 @@ describe('ReadCache', () => {
     expect(c.counts.staleFills).toBe(1);
   });
 
-  it('while an insert is being sent, reads its scopes from ClickHouse each time and stores nothing', async () => {
+  it('while an insert of a visitor is being sent, reads its score from ClickHouse each time and stores none', async () => {
     const c = cacheOf();
     let n = 0;
     const load = async () => ++n;

@@ -134,7 +134,7 @@ export class ReadCache {
     return this.#wait(flight, signal) as Promise<T>;
   }
 
-  /** An insert of what `touches` names is being sent: drop what it overlaps; fills that meet it until insertDone are not stored. */
+  /** An insert of what `touches` names is being sent: drop what it overlaps; until insertDone, fills that meet it are stored only if their range missed it. */
   inserting(touches: InsertTouches): void {
     for (const [scope, lo, hi] of spans(touches)) {
       this.#dropScope(scope, lo, hi);
