@@ -20,6 +20,9 @@
  *
  * BENCH_QUICK=1 shrinks every phase (for checking the harness, not for figures).
  * BENCH_PHASES=intake, projector, fanout, derived, freshness or reads runs that phase alone.
+ * BENCH_PHASES=reads-concurrency runs only that phase (bench/reads-concurrency.ts, not in the
+ * default run): each read at 1/4/16/64 connections with the read cache off and on, beside the
+ * HTTP layer's and the engine's ceilings, then the same reads beside the intake.
  */
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
@@ -41,6 +44,7 @@ import { benchFanoutDrain, type FanoutDrainResult } from './fanout-drain.ts';
 import { benchDerivedDrain, type DerivedDrainResult } from './derived-drain.ts';
 import { benchReadGrowth, benchReadLatency, READ_KINDS, READ_LABEL, type ReadKind, type ReadLatencyResult, type ReadOptions } from './read-latency.ts';
 import { fmtInt, fmtMs, fmtRatio, median, table } from './stats.ts';
+import { benchReadsConcurrency, RC_KINDS, RC_LABEL, type Cell, type RcResult } from './reads-concurrency.ts';
 import { StackWorker } from './worker-client.ts';
 
 const QUICK = process.env.BENCH_QUICK === '1';
@@ -56,8 +60,10 @@ const ONLY_FRESHNESS = process.env.BENCH_PHASES === 'freshness';
 const ONLY_FANOUT = process.env.BENCH_PHASES === 'fanout';
 /** BENCH_PHASES=derived runs (and reports) the derived-events drain phase alone. */
 const ONLY_DERIVED = process.env.BENCH_PHASES === 'derived';
-if (process.env.BENCH_PHASES && !ONLY_INTAKE && !ONLY_READS && !ONLY_PROJECTOR && !ONLY_FRESHNESS && !ONLY_FANOUT && !ONLY_DERIVED) {
-  throw new Error(`BENCH_PHASES must be intake, projector, fanout, derived, freshness or reads, not ${process.env.BENCH_PHASES}`);
+/** BENCH_PHASES=reads-concurrency runs (and reports) the reads-concurrency phase alone; it is not part of the default run. */
+const ONLY_READS_CONCURRENCY = process.env.BENCH_PHASES === 'reads-concurrency';
+if (process.env.BENCH_PHASES && !ONLY_INTAKE && !ONLY_READS && !ONLY_PROJECTOR && !ONLY_FRESHNESS && !ONLY_FANOUT && !ONLY_DERIVED && !ONLY_READS_CONCURRENCY) {
+  throw new Error(`BENCH_PHASES must be intake, projector, fanout, derived, freshness, reads or reads-concurrency, not ${process.env.BENCH_PHASES}`);
 }
 /**
  * BENCH_READ_EVENTS: stored events of the read phase. Several sizes, comma
@@ -109,8 +115,18 @@ const PLAN = {
   /** Stored events of the read-latency phase (4 videos, 10,000 visitors, 30 days). */
   stored: READ_EVENTS ?? (QUICK ? 100_000 : 1_000_000),
   readRequests: QUICK ? 20 : 200,
-  /** Hard stop for the whole run, whatever hangs. */
-  maxRunMs: 15 * 60_000,
+  /** Hard stop for the whole run, whatever hangs (the reads-concurrency phase alone runs about 15 minutes). */
+  maxRunMs: (ONLY_READS_CONCURRENCY ? 40 : 15) * 60_000,
+  /** BENCH_RC_CONNS: connection counts of the reads-concurrency phase. */
+  rcConns: (process.env.BENCH_RC_CONNS ?? '1,4,16,64').split(',').map(Number),
+  /** BENCH_RC_SECONDS: measured seconds of each reads-concurrency cell (after 1 s of warm-up). */
+  rcCellMs: Number(process.env.BENCH_RC_SECONDS ?? (QUICK ? 2 : 5)) * 1000,
+  rcWarmMs: QUICK ? 300 : 1000,
+  /** Visitors the score and timeline requests cycle over. */
+  rcWorkingSet: 2000,
+  /** BENCH_RC_MIXED_RATE: events/s of the intake in the mixed run. */
+  rcMixedRate: Number(process.env.BENCH_RC_MIXED_RATE ?? 10_000),
+  rcMixedMs: QUICK ? 3000 : 10_000,
 };
 
 const T0 = performance.now();
@@ -297,6 +313,23 @@ async function main(): Promise<void> {
       return;
     }
 
+    if (ONLY_READS_CONCURRENCY) {
+      loads['reads-concurrency'] = os.loadavg()[0]!;
+      const rc = await benchReadsConcurrency(ctx, {
+        stored: PLAN.stored,
+        conns: PLAN.rcConns,
+        cellMs: PLAN.rcCellMs,
+        warmMs: PLAN.rcWarmMs,
+        workingSet: PLAN.rcWorkingSet,
+        mixedRate: PLAN.rcMixedRate,
+        mixedMs: PLAN.rcMixedMs,
+        adminToken,
+        cursorSecret,
+      });
+      reportReadsConcurrency(rc);
+      outEnd();
+      return;
+    }
     if (ONLY_READS) {
       // One stack per size, each its own process and chdb (see BENCH_READ_EVENTS).
       const targets: { worker: StackWorker; opts: ReadOptions }[] = [];
@@ -654,6 +687,92 @@ function reportFreshness(f: FreshnessResult): void {
   const age = (a: FreshnessResult['recordAge']['fetched']) =>
     `p50 ≤ ${fmtMs(a.p50)}, p99 ≤ ${fmtMs(a.p99)}, ${(a.within200ms * 100).toFixed(1)}% within 200 ms (n ${fmtInt(a.n)})`;
   out(`oldest event's age in the projector (projector_record_age_seconds, bucket bounds): at fetch ${age(f.recordAge.fetched)}; readable ${age(f.recordAge.readable)}`);
+  out();
+}
+
+/** Issue 26's targets at 64 connections: req/s and p99 (ms) of each read. */
+const RC_TARGET: Record<(typeof RC_KINDS)[number], { rps: number; p99?: number }> = {
+  firstPage: { rps: 1000, p99: 100 },
+  deepPage: { rps: 1000, p99: 100 },
+  since: { rps: 1000, p99: 100 },
+  score: { rps: 2000, p99: 50 },
+  visitors: { rps: 500 },
+  timeline: { rps: 500 },
+};
+
+function reportReadsConcurrency(rc: RcResult): void {
+  const o = rc.opts;
+  const top = Math.max(...o.conns);
+  out(`## Reads under concurrency over ${fmtInt(rc.stored)} stored events (closed loop, ${o.cellMs / 1000} s per cell after ${o.warmMs / 1000} s warm-up)`);
+  out(loadNote('reads-concurrency'));
+  out(
+    'two stacks loaded with the same events, cells in turn: "off" = READ_CACHE_MAX_ROWS=0 READ_SCORE_BATCH_MAX=1 (the reads as before issue 26), "on" = the defaults; ' +
+      `score and timeline requests cycle over ${fmtInt(o.workingSet)} visitors; "hit" = share the cache answered in that cell; ` +
+      'HTTP = GET /v1/videos (from memory) at the same connections; engine = the read\'s SQL straight to the ClickHouse client in the stack\'s process, as many at once; each row\'s four cells run back to back (HTTP, off, on, engine); CPU = ms of the stack process\'s CPU (service and embedded engine) per answered request',
+  );
+  out();
+  const c = (x: Cell | undefined) => (x ? [fmtInt(x.rps), fmtMs(x.p50), fmtMs(x.p99)] : ['', '', '']);
+  const cpu = (x: Cell | undefined) => (x?.cpuMs !== undefined && Number.isFinite(x.cpuMs) ? `${x.cpuMs.toFixed(2)}` : '');
+  const rows: string[][] = [
+    ['read', 'conns', 'off req/s', 'off p50', 'off p99', 'off CPU', 'on req/s', 'on p50', 'on p99', 'on CPU', 'on/off', 'hit', 'HTTP req/s', 'HTTP CPU', 'engine q/s', 'engine p50'],
+  ];
+  for (const k of RC_KINDS) {
+    for (const n of o.conns) {
+      const off = rc.off[k][n];
+      const on = rc.on[k][n];
+      const eng = rc.engine[k][n];
+      rows.push([
+        n === o.conns[0] ? RC_LABEL[k] : '',
+        String(n),
+        ...c(off),
+        cpu(off),
+        ...c(on),
+        cpu(on),
+        off && on ? fmtRatio(on.rps / off.rps) : '',
+        on?.hit === undefined ? '' : `${(on.hit * 100).toFixed(0)}%`,
+        fmtInt(rc.http[k][n]?.rps ?? Number.NaN),
+        cpu(rc.http[k][n]),
+        eng ? fmtInt(eng.rps) : '',
+        eng ? fmtMs(eng.p50) : '',
+      ]);
+    }
+  }
+  out(table(rows));
+  out();
+  const errs = [...RC_KINDS.flatMap((k) => o.conns.flatMap((n) => [rc.off[k][n], rc.on[k][n], rc.engine[k][n]]))].filter((x) => x && x.errors > 0);
+  out(`errors: ${errs.length === 0 ? 'none' : errs.map((x) => `${x!.errors} (${x!.firstError})`).join('; ')}`);
+  out(
+    `score, each visitor once (${fmtInt(10_000 - o.workingSet)} visitors never read before), ${top} connections: off ${fmtInt(rc.coldScore.off.rps)} req/s p99 ${fmtMs(rc.coldScore.off.p99)}; on ${fmtInt(rc.coldScore.on.rps)} req/s p99 ${fmtMs(rc.coldScore.on.p99)} (batched misses, ${fmtRatio(rc.coldScore.on.rps / rc.coldScore.off.rps)})`,
+  );
+  out(`service RSS after the cells: off ${rc.rssMb.off.toFixed(0)} MiB, on ${rc.rssMb.on.toFixed(0)} MiB`);
+  out();
+  out(`targets at ${top} connections (issue 26), cache on:`);
+  for (const k of RC_KINDS) {
+    const on = rc.on[k][top];
+    const t = RC_TARGET[k];
+    if (!on) continue;
+    const met = on.rps >= t.rps && (t.p99 === undefined || on.p99 <= t.p99);
+    out(`  ${RC_LABEL[k].padEnd(38)} ${fmtInt(on.rps)} req/s (≥ ${fmtInt(t.rps)}), p99 ${fmtMs(on.p99)}${t.p99 ? ` (≤ ${t.p99} ms)` : ''}  ${met ? 'MET' : 'MISSED'}`);
+  }
+  out();
+  const m = rc.mixed;
+  out(`### Mixed: POST /v1/collect at ${fmtInt(m.rate)} events/s (batches of 50, open loop, visitors of the reads' working set), ${o.mixedMs / 1000} s alone then ${o.mixedMs / 1000} s with every read at ${top} connections (cache on)`);
+  out(
+    table([
+      ['', 'intake p50', 'intake p99', 'requests', 'failed'],
+      ['intake alone', fmtMs(m.alone.p50), fmtMs(m.alone.p99), fmtInt(m.alone.sent), fmtInt(m.alone.failed)],
+      ['intake with reads', fmtMs(m.withReads.p50), fmtMs(m.withReads.p99), fmtInt(m.withReads.sent), fmtInt(m.withReads.failed)],
+    ]),
+  );
+  const ratio = m.withReads.p99 / m.alone.p99;
+  out(`intake p99 with reads / alone: ${fmtRatio(ratio)} (target ≤ 1.50×: ${ratio <= 1.5 ? 'MET' : 'MISSED'})`);
+  out(
+    table([
+      ['read (mixed, round-robin)', 'req/s', 'p50', 'p99'],
+      ...RC_KINDS.map((k) => [RC_LABEL[k], ...c(m.reads[k])]),
+      [`all, cache hit ${((m.reads.all.hit ?? 0) * 100).toFixed(0)}%, ${m.reads.all.errors} errors`, ...c(m.reads.all)],
+    ]),
+  );
   out();
 }
 

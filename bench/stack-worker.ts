@@ -15,7 +15,7 @@ import { createLogger } from '../shared/logger.ts';
 import { startStack, type Stack } from '../services/stack.ts';
 import { EVENT_COLUMNS } from '../services/projector/event-rows.ts';
 import { InspectorProfiler } from './inspector-profiler.ts';
-import type { ProcessStats, QueryStats, WatchResult, WorkerReady, WorkerRequest, WorkerResponse, RawInsertResult } from './worker-protocol.ts';
+import type { ProcessStats, QueryLoadResult, QueryStats, WatchResult, WorkerReady, WorkerRequest, WorkerResponse, RawInsertResult } from './worker-protocol.ts';
 
 const REPO_ROOT = resolve(import.meta.dirname, '..');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -94,6 +94,8 @@ async function main(): Promise<void> {
         await need(ch).command({ query: req.sql });
         return { ms: performance.now() - started };
       }
+      case 'queryLoad':
+        return queryLoad(need(ch), req.queries, req.concurrency, req.durationMs);
       case 'awaitWatch':
         if (!watch) throw new Error('no count watch was requested (BENCH_WATCH_TARGET)');
         return watch;
@@ -131,6 +133,35 @@ async function main(): Promise<void> {
 function need(ch: ClickHouseClient | undefined): ClickHouseClient {
   if (!ch) throw new Error('this worker runs no service that uses ClickHouse');
   return ch;
+}
+
+/** The engine's own ceiling for a read: `concurrency` loops of queries, no HTTP and no IPC per query. */
+async function queryLoad(ch: ClickHouseClient, queries: { sql: string; params?: Record<string, unknown> }[], concurrency: number, durationMs: number): Promise<QueryLoadResult> {
+  const lat: number[] = [];
+  let errors = 0;
+  let firstError: string | undefined;
+  let next = 0;
+  const started = performance.now();
+  const end = started + durationMs;
+  const loop = async () => {
+    while (performance.now() < end) {
+      const q = queries[next++ % queries.length]!;
+      const t = performance.now();
+      try {
+        const rs = await ch.query({ query: q.sql, query_params: q.params, format: 'JSONEachRow' });
+        await rs.json();
+        lat.push(performance.now() - t);
+      } catch (err) {
+        errors++;
+        firstError ??= err instanceof Error ? err.message : String(err);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, loop));
+  const seconds = (performance.now() - started) / 1000;
+  lat.sort((a, b) => a - b);
+  const q = (p: number) => (lat.length ? lat[Math.min(lat.length - 1, Math.max(0, Math.ceil(p * lat.length) - 1))]! : Number.NaN);
+  return { count: lat.length, seconds, p50: q(0.5), p99: q(0.99), errors, firstError };
 }
 
 /** Polls `SELECT count() FROM events` (metadata only, cheap) until it reaches `target`. */

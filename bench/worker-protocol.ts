@@ -4,6 +4,8 @@ export type WorkerRequest = { id: number } & (
   | { op: 'query'; sql: string }
   | { op: 'queryStats'; sql: string; params?: Record<string, unknown> }
   | { op: 'command'; sql: string }
+  /** `concurrency` loops sending `queries` (in turn) straight to the worker's own ClickHouse client for `durationMs`. */
+  | { op: 'queryLoad'; queries: { sql: string; params?: Record<string, unknown> }[]; concurrency: number; durationMs: number }
   | { op: 'awaitWatch' }
   | { op: 'rawInsert'; batchSize: number; rounds: number }
   | { op: 'stats'; reset?: boolean }
@@ -75,4 +77,14 @@ export interface RawInsertResult {
   plain: number[];
   /** Rows the copied view produced (a check that it fired). */
   mvRows: number;
+}
+
+/** What op 'queryLoad' measured: queries answered, their latency quantiles (ms) and failures. */
+export interface QueryLoadResult {
+  count: number;
+  seconds: number;
+  p50: number;
+  p99: number;
+  errors: number;
+  firstError?: string;
 }

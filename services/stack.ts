@@ -30,6 +30,8 @@ import { ShutdownSequence } from './stack/shutdown-sequence.ts';
 import { privateDataDir } from './stack/data-dir.ts';
 import { stackSecrets, type StackSecrets } from './stack/stack-secrets.ts';
 import { JavaCompatiblePartitioner } from '../shared/kafka/partitioner.ts';
+import { ReadCache } from './api/read-cache.ts';
+import { clientGone } from '../shared/clickhouse/bounded-reads.ts';
 
 export interface Stack {
   url: string;
@@ -66,10 +68,11 @@ export async function startStack(config: Config, log: Logger): Promise<Stack> {
     const clickhouse = await startClickHouse(core, dataDir);
     const shared = await startShared(core);
     const health = sharedHealth(config, shared);
-    if (core.services.has('projector')) health.push(await startProjectorService(core, clickhouse.client, shared));
+    const readCache = startReadCache(core);
+    if (core.services.has('projector')) health.push(await startProjectorService(core, clickhouse.client, shared, readCache));
     if (core.services.has('fanout')) health.push(await startFanoutService(core, shared, secrets.secretBox!, network));
     if (core.services.has('derived')) health.push(await startDerivedService(core, shared));
-    const { url, port } = await startHttp(core, shared, clickhouse.client, secrets, health);
+    const { url, port } = await startHttp(core, shared, clickhouse.client, secrets, health, readCache);
     log.info({ url, services: [...core.services], kafka: cluster.describe, clickhouse: clickhouse.describe }, 'stack_started');
     return {
       url,
@@ -203,7 +206,28 @@ function sharedHealth(config: Config, shared: Shared): HealthSource[] {
   ];
 }
 
-async function startProjectorService(core: Core, clickhouse: ClickHouseClient | undefined, shared: Shared): Promise<HealthSource> {
+/**
+ * The read API's cache, when this process serves the read API and has it on:
+ * with the projector in the same process, each entry lives until the
+ * projector reports an insert that touched it; without, for
+ * READ_CACHE_TTL_MS, and not at all when that is 0 (docs/scaling.md).
+ */
+function startReadCache(core: Core): ReadCache | undefined {
+  const { config, services, metrics } = core;
+  if (!services.has('api') || config.READ_CACHE_MAX_ROWS === 0) return undefined;
+  const invalidated = services.has('projector');
+  if (!invalidated && config.READ_CACHE_TTL_MS === 0) return undefined;
+  const cache = new ReadCache({
+    maxRows: config.READ_CACHE_MAX_ROWS,
+    tenantMaxRows: Math.min(config.READ_CACHE_TENANT_MAX_ROWS, config.READ_CACHE_MAX_ROWS),
+    ttlMs: invalidated ? 0 : config.READ_CACHE_TTL_MS,
+    clientGone,
+  });
+  cache.onOutcome = (outcome) => metrics.readCacheRequests.inc({ outcome });
+  return cache;
+}
+
+async function startProjectorService(core: Core, clickhouse: ClickHouseClient | undefined, shared: Shared, readCache: ReadCache | undefined): Promise<HealthSource> {
   const { config, kafka, registry, log, metrics, topics } = core;
   if (!clickhouse) throw new Error('the projector needs ClickHouse');
   const projector = await startProjector({
@@ -219,6 +243,7 @@ async function startProjectorService(core: Core, clickhouse: ClickHouseClient | 
     deadLetters: shared.deadLetters,
     stallMs: config.CONSUMER_STALL_TIMEOUT_MS,
     sessionTimeoutMs: config.KAFKA_SESSION_TIMEOUT_MS,
+    onInsert: readCache,
   });
   for (const c of projector.consumers) shared.lag.watch(c.groupId, [...c.topics]);
   core.shutdown.add('projector', () => projector.stop(core.shutdown.budget(0.6)));
@@ -292,13 +317,20 @@ async function startDerivedService(core: Core, shared: Shared): Promise<HealthSo
  * /readyz and /metrics, then listen. The HTTP step is added last, so it is
  * the first to stop.
  */
-async function startHttp(core: Core, shared: Shared, clickhouse: ClickHouseClient | undefined, secrets: StackSecrets, health: HealthSource[]): Promise<{ url: string; port: number }> {
+async function startHttp(
+  core: Core,
+  shared: Shared,
+  clickhouse: ClickHouseClient | undefined,
+  secrets: StackSecrets,
+  health: HealthSource[],
+  readCache: ReadCache | undefined,
+): Promise<{ url: string; port: number }> {
   const { config, log, metrics, registry, topics, services, shutdown } = core;
   const app = await buildStackApp(config, log, metrics);
   const ingestProducer = services.has('ingest') ? await startIngestProducer(core) : undefined;
   const adminProducer = services.has('admin') ? await startAdminProducer(core) : undefined;
   const { store, writer } = shared;
-  const httpServices = await mountHttpServices(app, { config, log, metrics, registry, topics, store, writer, secrets, clickhouse, ingestProducer, adminProducer });
+  const httpServices = await mountHttpServices(app, { config, log, metrics, registry, topics, store, writer, secrets, clickhouse, ingestProducer, adminProducer, readCache });
 
   shared.lag.start();
   shutdown.add('lag-monitor', () => shared.lag.stop());

@@ -143,6 +143,23 @@ export const ConfigSchema = z.object({
   READ_MAX_MEMORY_BYTES: intFrom(1024 * 1024 * 1024, 1024 * 1024),
   /** Most rows one read query of the API may answer (max_result_rows). */
   READ_MAX_RESULT_ROWS: intFrom(100_000, 10_000),
+  /**
+   * Rows the API's in-process read cache may hold in all (scores count one,
+   * a page its rows); 0: no cache. Entries are dropped by the projector's
+   * own notice of what each insert touched (services/api/read-cache.ts).
+   */
+  READ_CACHE_MAX_ROWS: intFrom(200_000),
+  /** Most of READ_CACHE_MAX_ROWS one tenant may hold: beyond it the tenant evicts its own entries. */
+  READ_CACHE_TENANT_MAX_ROWS: intFrom(50_000, 1),
+  /**
+   * Without a projector in the same process (the API apart, against a
+   * ClickHouse server), nothing tells the cache what changed: entries then
+   * live this long, which adds up to this much to the freshness bound. 0
+   * (default): no cache in such a process.
+   */
+  READ_CACHE_TTL_MS: intFrom(0),
+  /** Visitors whose scores one ClickHouse query reads at once (concurrent misses share it); 1: one query per visitor. */
+  READ_SCORE_BATCH_MAX: intFrom(64, 1).pipe(z.number().max(1000)),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 

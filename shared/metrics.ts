@@ -98,6 +98,11 @@ export function createMetrics() {
       labelNames: ['stage'] as const,
       buckets: RECORD_AGE_BUCKETS,
     }),
+    readCacheRequests: counter({
+      name: 'read_cache_requests_total',
+      help: 'Reads of the API through its cache, by outcome: hit, miss (read from ClickHouse), joined (shared a read already running)',
+      labelNames: ['outcome'] as const,
+    }),
     insertDuration: histogram({
       name: 'clickhouse_insert_duration_seconds',
       help: 'ClickHouse insert latency',

@@ -1,17 +1,16 @@
 import type { ConfigStore } from '../../shared/config-store/config-store.ts';
 import type { App } from '../../shared/http/app.ts';
 import type { ApiKeyAuth } from '../../shared/http/api-key-auth.ts';
-import type { EventsRepository } from './events.repository.ts';
+import type { EventsReads, VisitorsReads } from './cached-reads.ts';
 import type { AnalyticsRepository } from './analytics.repository.ts';
-import type { VisitorsRepository } from './visitors.repository.ts';
 import { readApiPlugin } from './read-api.plugin.ts';
 
 export interface ApiDeps {
   app: App;
   store: ConfigStore;
-  events: EventsRepository;
+  events: EventsReads;
   analytics: AnalyticsRepository;
-  visitors: VisitorsRepository;
+  visitors: VisitorsReads;
   cursorSecret: string;
   apiKeyAuth: ApiKeyAuth;
 }

@@ -10,17 +10,16 @@ import { ApiError } from '../../shared/http/errors.ts';
 import { parseVideoId, toVideoId } from '../../shared/ids.ts';
 import { SCORE_VERSION, factorsFrom, scoreV1 } from '../../shared/score.ts';
 import { EventsQuery, ListVideosQuery, ListVisitorsQuery, Video, VideoEvent, VideoParams, Visitor, VisitorEvent, VisitorParams, VisitorScore, sinceMs } from './api.schema.ts';
-import type { EventsRepository } from './events.repository.ts';
+import type { EventsReads, VisitorsReads } from './cached-reads.ts';
 import { visitorPages, visitorView } from './visitor-pages.ts';
-import type { VisitorsRepository } from './visitors.repository.ts';
 import type { AnalyticsRepository } from './analytics.repository.ts';
 import { analyticsRoutes } from './analytics.routes.ts';
 
 export interface ReadApiRoutesOptions {
   store: ConfigStore;
-  events: EventsRepository;
+  events: EventsReads;
   analytics: AnalyticsRepository;
-  visitors: VisitorsRepository;
+  visitors: VisitorsReads;
   cursorSecret: string;
 }
 

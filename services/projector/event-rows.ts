@@ -124,3 +124,8 @@ export function retryCandidate(e: PlayerEventRecord, line: string): RetryCandida
 export function candidateLine(c: RetryCandidate): string {
   return c.timestamp === c.received_at ? c.line : eventLine(c.record, c.timestamp);
 }
+
+/** The millisecond timestamp of ClickHouse DateTime64(3) text as chTime writes it (`YYYY-MM-DD hh:mm:ss.mmm`, UTC). */
+export function chTimeMs(text: string): number {
+  return Date.parse(`${text.replace(' ', 'T')}Z`);
+}

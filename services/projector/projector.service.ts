@@ -14,6 +14,9 @@ import { dedupeRetriedEvents, needsLookup } from './event-dedupe.ts';
 import type { VisitorSnapshot } from '../derived/intent-rules.ts';
 import { decodeVisitorSnapshot, visitorRow } from './visitor-rows.ts';
 import { candidateLine, EVENT_COLUMNS, eventLine, LATEST_EVENT_TIME, retryCandidate, type RetryCandidate } from './event-rows.ts';
+import { InsertTouches, type InsertListener } from '../../shared/read-touches.ts';
+import { isSignal } from '../../shared/event-names.ts';
+import { chTimeMs } from './event-rows.ts';
 
 export interface ProjectorDeps {
   kafka: Kafka;
@@ -31,6 +34,30 @@ export interface ProjectorDeps {
   stallMs: number;
   /** Group session timeout of every consumer (KAFKA_SESSION_TIMEOUT_MS). */
   sessionTimeoutMs?: number;
+  /**
+   * Told what each insert of events and visitor snapshots touched, as it is
+   * sent and once it has returned or failed: the read API's cache in the
+   * same process (services/api/read-cache.ts).
+   */
+  onInsert?: InsertListener;
+}
+
+/** A record's line with what the read cache must hear of it; only made when somebody listens (onInsert). */
+class TouchingLine {
+  readonly line: string;
+  readonly tenant: string;
+  readonly video: string;
+  readonly visitor: string;
+  readonly ts: number;
+  readonly listed: boolean;
+  constructor(line: string, tenant: string, video: string, visitor: string, ts: number, listed: boolean) {
+    this.line = line;
+    this.tenant = tenant;
+    this.video = video;
+    this.visitor = visitor;
+    this.ts = ts;
+    this.listed = listed;
+  }
 }
 
 
@@ -61,7 +88,18 @@ export async function startProjector(deps: ProjectorDeps) {
 
   const decodeEvent = recordDecoder(deps.registry, 'player-event', PlayerEventRecord, { avroRules: playerEventViolation });
   /** A record's line, or, for a record the dedupe step must see, the candidate holding it. */
-  const events = new GroupConsumer<string | RetryCandidate>({
+  const onInsert = deps.onInsert;
+  /** Runs an insert, reporting what it touched before it is sent and after it returned or failed. */
+  const reporting = async (touches: InsertTouches | undefined, insert: () => Promise<void>): Promise<void> => {
+    if (!touches || touches.empty) return insert();
+    onInsert!.inserting(touches);
+    try {
+      await insert();
+    } finally {
+      onInsert!.insertDone(touches);
+    }
+  };
+  const events = new GroupConsumer<string | RetryCandidate | TouchingLine>({
     ...common,
     groupId: PROJECTOR_GROUP,
     topics: [deps.topics.playerEvents],
@@ -75,23 +113,34 @@ export async function startProjector(deps: ProjectorDeps) {
         throw new PoisonRecordError('schema_violation', 'timestamp: later than the events table can hold (2299-12-31)');
       }
       const line = eventLine(d.value);
-      return { kind: 'value', value: needsLookup(d.value) ? retryCandidate(d.value, line) : line };
+      if (needsLookup(d.value)) return { kind: 'value', value: retryCandidate(d.value, line) };
+      const e = d.value;
+      return { kind: 'value', value: onInsert ? new TouchingLine(line, e.tenant_id, e.video_id, e.visitor_id, e.timestamp, !isSignal(e.event_name)) : line };
     },
     onRecordAge: (stage, ageMs) => deps.metrics.recordAge.observe({ stage: stage === 'handled' ? 'readable' : stage }, ageMs / 1000),
     batches: batches(deps.maxRows, async (items) => {
       // One loop with no allocation per record beyond the array slot: this
       // runs for every record of a drain, and garbage is a tenth of its CPU.
       const lines: string[] = [];
+      const touches = onInsert ? new InsertTouches() : undefined;
       let candidates: RetryCandidate[] | undefined;
       for (const { record } of items) {
         if (record.kind !== 'value') continue;
-        if (typeof record.value === 'string') lines.push(record.value);
-        else (candidates ??= []).push(record.value);
+        const v = record.value;
+        if (typeof v === 'string') lines.push(v);
+        else if (v instanceof TouchingLine) {
+          lines.push(v.line);
+          touches!.event(v.tenant, v.video, v.visitor, v.ts, v.listed);
+        } else (candidates ??= []).push(v);
       }
       if (candidates) {
-        for (const c of await dedupeRetriedEvents(deps.clickhouse, candidates, log)) lines.push(candidateLine(c));
+        for (const c of await dedupeRetriedEvents(deps.clickhouse, candidates, log)) {
+          lines.push(candidateLine(c));
+          // The dedupe step may have re-timed it: the row goes in with this timestamp.
+          touches?.event(c.tenant_id, c.video_id, c.visitor_id, chTimeMs(c.timestamp), !isSignal(c.event_name));
+        }
       }
-      if (lines.length > 0) await timed('events', () => insertLines(deps.clickhouse, 'events', lines, EVENT_COLUMNS));
+      if (lines.length > 0) await reporting(touches, () => timed('events', () => insertLines(deps.clickhouse, 'events', lines, EVENT_COLUMNS)));
       deps.metrics.batchSize.observe(lines.length);
     }),
   });
@@ -149,7 +198,9 @@ export async function startProjector(deps: ProjectorDeps) {
     decode: decodeVisitorSnapshot,
     batches: batches(deps.maxRows, async (items) => {
       const rows = items.flatMap(({ message, record }) => (record.kind === 'value' ? [visitorRow(record.value, message.offset)] : []));
-      if (rows.length > 0) await insert('visitors', rows);
+      const touches = onInsert ? new InsertTouches() : undefined;
+      for (const { record } of items) if (record.kind === 'value') touches?.visitorSnapshot(record.value.tenant_id);
+      if (rows.length > 0) await reporting(touches, () => insert('visitors', rows));
     }),
   });
 

@@ -14,7 +14,9 @@ import { DeliveryLogRepository } from '../admin/delivery-log.repository.ts';
 import { startAdmin } from '../admin/admin.service.ts';
 import { AnalyticsRepository } from '../api/analytics.repository.ts';
 import { startApi } from '../api/api.service.ts';
+import { readModel } from '../api/cached-reads.ts';
 import { EventsRepository } from '../api/events.repository.ts';
+import type { ReadCache } from '../api/read-cache.ts';
 import { VisitorsRepository } from '../api/visitors.repository.ts';
 import { startDashboard } from '../dashboard/dashboard.service.ts';
 import { startIngest } from '../ingest/ingest.service.ts';
@@ -42,6 +44,7 @@ export type HttpConfig = Pick<
   | 'READ_MAX_MEMORY_BYTES'
   | 'READ_MAX_RESULT_ROWS'
   | 'CLICKHOUSE_URL'
+  | 'READ_SCORE_BATCH_MAX'
 >;
 
 /** The one Fastify app of a process, as the configuration sets it up; no routes of the services yet. */
@@ -78,6 +81,8 @@ export interface HttpServicesDeps {
   ingestProducer?: GroupCommitProducer;
   /** Needed by admin: the management API's producer (Test deliveries, reprocessing). */
   adminProducer?: Producer;
+  /** The read API's cache (services/api/read-cache.ts); absent: every read goes to ClickHouse. */
+  readCache?: ReadCache;
 }
 
 /**
@@ -98,7 +103,15 @@ export async function mountHttpServices(app: App, deps: HttpServicesDeps): Promi
   }
   if (services.has('api')) {
     const ch = required(deps.clickhouse, 'clickhouse', 'api');
-    const api = startApi({ app, store, events: new EventsRepository(reads(ch)), analytics: new AnalyticsRepository(reads(ch)), visitors: new VisitorsRepository(reads(ch)), cursorSecret: required(deps.secrets.cursorSecret, 'CURSOR_SECRET', 'api'), apiKeyAuth: auth });
+    const model = readModel({
+      events: new EventsRepository(reads(ch)),
+      visitors: new VisitorsRepository(reads(ch)),
+      cache: deps.readCache,
+      scoreBatchMax: deps.config.READ_SCORE_BATCH_MAX,
+      // The embedded engine runs one query at a time: one batch running lets the next gather every read that arrives meanwhile.
+      scoreInFlight: deps.config.CLICKHOUSE_URL === undefined ? 1 : 4,
+    });
+    const api = startApi({ app, store, events: model.events, analytics: new AnalyticsRepository(reads(ch)), visitors: model.visitors, cursorSecret: required(deps.secrets.cursorSecret, 'CURSOR_SECRET', 'api'), apiKeyAuth: auth });
     mounted.push({ name: 'api', ...api });
   }
   if (services.has('admin')) {

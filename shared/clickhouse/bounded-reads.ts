@@ -115,6 +115,6 @@ export class BoundedReads {
 }
 
 /** The answer to a request whose client has gone; nobody receives it. */
-function clientGone(): ApiError {
+export function clientGone(): ApiError {
   return new ApiError('client_closed_request', 'the client closed the request before the answer');
 }

@@ -1,0 +1,126 @@
+/**
+ * Score reads of many visitors as one query. The engine's cost of a query is
+ * mostly fixed (parsing, planning, opening parts), so reading 64 visitors'
+ * rows costs about what one costs: concurrent score reads that would queue
+ * behind each other are sent together instead. No timer: a read goes out at
+ * once when fewer than `maxInFlight` batches are running, and the reads that
+ * arrive meanwhile wait for the next free slot and go out as one batch.
+ */
+export interface ScoreBatcherOptions<V> {
+  /** Reads the given visitors of one tenant; visitors without rows are absent from the answer. */
+  read: (tenant: string, visitors: string[], signal: AbortSignal) => Promise<Map<string, V>>;
+  /** Most visitors in one query. */
+  maxBatch: number;
+  /** Most queries running at once. */
+  maxInFlight: number;
+  /** What a waiter whose client has gone is rejected with. */
+  clientGone: () => Error;
+}
+
+interface Waiter<V> {
+  resolve: (v: V | undefined) => void;
+  reject: (err: unknown) => void;
+  signal?: AbortSignal;
+  leave?: () => void;
+}
+
+export class ScoreBatcher<V> {
+  readonly #opts: ScoreBatcherOptions<V>;
+  /** Tenant → visitor → waiters, tenants in the order their first read arrived. */
+  readonly #queue = new Map<string, Map<string, Waiter<V>[]>>();
+  #inFlight = 0;
+  /** Queries sent and visitors they read (the benchmark's batch size). */
+  readonly counts = { queries: 0, visitors: 0 };
+
+  constructor(opts: ScoreBatcherOptions<V>) {
+    this.#opts = opts;
+  }
+
+  /** The visitor's factor inputs in the tenant, or undefined when the tenant has none. */
+  get(tenant: string, visitor: string, signal?: AbortSignal): Promise<V | undefined> {
+    if (signal?.aborted) return Promise.reject(this.#opts.clientGone());
+    return new Promise((resolve, reject) => {
+      let byVisitor = this.#queue.get(tenant);
+      if (!byVisitor) this.#queue.set(tenant, (byVisitor = new Map()));
+      let waiters = byVisitor.get(visitor);
+      if (!waiters) byVisitor.set(visitor, (waiters = []));
+      const w: Waiter<V> = { resolve, reject, signal };
+      if (signal) {
+        // Still queued: leave the queue; already sent: the batch is given up when nobody else waits on it.
+        w.leave = () => {
+          const list = this.#queue.get(tenant)?.get(visitor);
+          const i = list?.indexOf(w) ?? -1;
+          if (list && i >= 0) {
+            list.splice(i, 1);
+            if (list.length === 0) this.#dropQueued(tenant, visitor);
+          }
+          reject(this.#opts.clientGone());
+        };
+        signal.addEventListener('abort', w.leave, { once: true });
+      }
+      waiters.push(w);
+      this.#pump();
+    });
+  }
+
+  #dropQueued(tenant: string, visitor: string): void {
+    const byVisitor = this.#queue.get(tenant);
+    byVisitor?.delete(visitor);
+    if (byVisitor?.size === 0) this.#queue.delete(tenant);
+  }
+
+  #pump(): void {
+    while (this.#inFlight < this.#opts.maxInFlight && this.#queue.size > 0) {
+      const [tenant, byVisitor] = this.#queue.entries().next().value!;
+      const batch: [string, Waiter<V>[]][] = [];
+      for (const entry of byVisitor) {
+        batch.push(entry);
+        if (batch.length === this.#opts.maxBatch) break;
+      }
+      for (const [visitor] of batch) byVisitor.delete(visitor);
+      // A tenant with more waiting goes to the back of the line behind the others.
+      this.#queue.delete(tenant);
+      if (byVisitor.size > 0) this.#queue.set(tenant, byVisitor);
+      void this.#send(tenant, batch);
+    }
+  }
+
+  async #send(tenant: string, batch: [string, Waiter<V>[]][]): Promise<void> {
+    this.#inFlight++;
+    const controller = new AbortController();
+    const all = batch.flatMap(([, ws]) => ws);
+    let waiting = all.length;
+    // Sent: a waiter that leaves now only counts down; the last one aborts the query.
+    for (const w of all) {
+      if (!w.signal || !w.leave) continue;
+      w.signal.removeEventListener('abort', w.leave);
+      const reject = w.reject;
+      w.leave = () => {
+        reject(this.#opts.clientGone());
+        if (--waiting === 0) controller.abort();
+      };
+      w.signal.addEventListener('abort', w.leave, { once: true });
+    }
+    this.counts.queries++;
+    this.counts.visitors += batch.length;
+    try {
+      const found = await this.#opts.read(
+        tenant,
+        batch.map(([v]) => v),
+        controller.signal,
+      );
+      for (const [visitor, ws] of batch) for (const w of ws) settle(w, () => w.resolve(found.get(visitor)));
+    } catch (err) {
+      for (const w of all) settle(w, () => w.reject(err));
+    } finally {
+      this.#inFlight--;
+      this.#pump();
+    }
+  }
+}
+
+function settle<V>(w: Waiter<V>, done: () => void): void {
+  if (w.signal && w.leave) w.signal.removeEventListener('abort', w.leave);
+  // A waiter that left was already rejected; settling a promise twice does nothing.
+  done();
+}
