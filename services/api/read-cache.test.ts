@@ -33,6 +33,17 @@ const touched = (f: (t: InsertTouches) => void) => {
   return t;
 };
 
+/** A page of video v's events of three rows at most, from `from`: a full page depends on [from, its last row], a short one reaches the end. */
+const page = (from: number, rows: number[]) => ({
+  tenant: 'T',
+  key: `page ${from}`,
+  scope: videoScope('T', 'v'),
+  from,
+  to: (r: number[]) => (r.length >= 3 ? r.at(-1)! : Number.POSITIVE_INFINITY),
+  weight: (r: number[]) => r.length,
+  rows,
+});
+
 describe('ReadCache', () => {
   it('answers a repeat from memory until an insert touches its scope', async () => {
     const c = cacheOf();
@@ -91,15 +102,6 @@ describe('ReadCache', () => {
 
   it('while an insert is being sent, still answers the pages it cannot change, and stores a fill whose range it missed', async () => {
     const c = cacheOf();
-    const page = (from: number, rows: number[]) => ({
-      tenant: 'T',
-      key: `page ${from}`,
-      scope: videoScope('T', 'v'),
-      from,
-      to: (r: number[]) => (r.length >= 3 ? r.at(-1)! : Number.POSITIVE_INFINITY),
-      weight: (r: number[]) => r.length,
-      rows,
-    });
     let loads = 0;
     const read = (p: ReturnType<typeof page>) => c.read(p, async () => (loads++, p.rows));
     await read(page(100, [100, 110, 120]));
@@ -119,15 +121,6 @@ describe('ReadCache', () => {
 
   it('drops a page only when an inserted timestamp falls in its range', async () => {
     const c = cacheOf();
-    const page = (from: number, rows: number[]) => ({
-      tenant: 'T',
-      key: `page ${from}`,
-      scope: videoScope('T', 'v'),
-      from,
-      to: (r: number[]) => (r.length >= 3 ? r.at(-1)! : Number.POSITIVE_INFINITY),
-      weight: (r: number[]) => r.length,
-      rows,
-    });
     let loads = 0;
     const read = (p: ReturnType<typeof page>) => c.read(p, async () => (loads++, p.rows));
     const deep = page(100, [100, 110, 120]); // full: depends on [100, 120]
