@@ -20,6 +20,8 @@ export class Changelog {
   readonly #values = new Map<number, Map<string, Buffer>>();
   /** Per partition, the last offset read (markers included). */
   readonly #position = new Map<number, bigint>();
+  /** Per partition, the offset of the last record applied to `#values`. */
+  readonly #applied = new Map<number, bigint>();
   readonly #consumer: GroupConsumer<KafkaMessage>;
   readonly #admin: Admin;
   readonly topic: string;
@@ -41,12 +43,20 @@ export class Changelog {
       commitOffsets: false,
       maxOutstanding: 10_000,
       handle: (_record, message, partition) => {
+        // A consumer that restarts (after a broker loss, say) rejoins its
+        // group with nothing committed and reads from the start again: the
+        // records it has already applied are skipped, or older values would
+        // stand in for newer ones until it caught up, and a partition
+        // restored meanwhile would decide on stale state.
+        const offset = BigInt(message.offset);
+        if (offset <= (this.#applied.get(partition) ?? -1n)) return { kind: 'work', done: Promise.resolve() };
+        this.#applied.set(partition, offset);
         const values = this.#values.get(partition) ?? new Map<string, Buffer>();
         this.#values.set(partition, values);
         const key = message.key?.toString('utf8') ?? '';
         if (message.value) values.set(key, message.value);
         else values.delete(key);
-        this.#advance(partition, BigInt(message.offset));
+        this.#advance(partition, offset);
         return { kind: 'work', done: Promise.resolve() };
       },
     });
