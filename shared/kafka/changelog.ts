@@ -5,6 +5,7 @@ import { settles } from './commit-coordinator.ts';
 import { GroupConsumer } from './group-consumer.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
+import { DURABLE_HANDOFF, retry } from '../retry.ts';
 
 /**
  * A compacted changelog topic followed from its start, read
@@ -84,7 +85,9 @@ export class Changelog {
 
   /** Resolves once every record of `partition` committed so far has been read. */
   async caughtUp(partition: number, signal?: AbortSignal): Promise<void> {
-    const offsets = await this.#admin.fetchTopicOffsets(this.topic);
+    // kafkajs' fetchTopicOffsets throws while a partition has no leader (a
+    // broker down): asked again until it answers or the owner stops.
+    const offsets = await retry(() => this.#admin.fetchTopicOffsets(this.topic), { schedule: DURABLE_HANDOFF, signal });
     const high = BigInt(offsets.find((o) => o.partition === partition)?.high ?? '0');
     const low = BigInt(offsets.find((o) => o.partition === partition)?.low ?? '0');
     while (high > low && (this.#position.get(partition) ?? -1n) < high - 1n) {

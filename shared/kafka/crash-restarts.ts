@@ -31,7 +31,7 @@ export class CrashRestarts {
 
   /** The consumer's `retry` option, with `restartOnFailure` answered here. */
   retry(retry: ConsumerConfig['retry']): ConsumerConfig['retry'] {
-    return { ...retry, restartOnFailure: () => this.#beforeRestart() };
+    return { ...retry, restartOnFailure: () => this.beforeRestart() };
   }
 
   /** Listens to the consumer's CRASH (the cause, for the report) and FETCH (the end of a run). */
@@ -55,7 +55,8 @@ export class CrashRestarts {
     return `crashing: ${this.#inRow} restarts in a row for ${Math.round((now - this.#since) / 1000)} s (${this.#last})`;
   }
 
-  async #beforeRestart(): Promise<boolean> {
+  /** Counts a restart and waits its turn of the schedule; false once the owner stops. */
+  async beforeRestart(): Promise<boolean> {
     this.#inRow++;
     this.#since ??= Date.now();
     this.#onRestart();

@@ -93,10 +93,11 @@ export class GroupMember<T> {
     const { events } = this.consumer;
     this.consumer.on(events.CRASH, (e) => {
       const message = crashCause(e.payload.error);
-      this.#crashed = e.payload.restart ? undefined : message;
+      this.#crashed = e.payload.restart || !this.stopping ? undefined : message;
       this.#joined = false;
       this.#notJoinedSince ??= Date.now();
       this.log.error({ err: { message }, restart: e.payload.restart, crashes_in_row: this.#restarts.inRow }, 'consumer_crashed');
+      if (!e.payload.restart && !this.stopping) void this.#restartAfterCrash();
     });
     this.consumer.on(events.REBALANCING, () => {
       this.#generation++;
@@ -209,6 +210,23 @@ export class GroupMember<T> {
     }
     await this.#work.run(this.consumer);
     this.#started = true;
+  }
+
+  /**
+   * kafkajs restarts a consumer only after a crash whose cause it calls
+   * retriable. Any other left the member out of its group for good while
+   * the process lived on (a TypeError inside kafkajs' admin, thrown while a
+   * broker was down, did that to the derived-events service), so the member
+   * restarts itself, on the same schedule, until it stops.
+   */
+  async #restartAfterCrash(): Promise<void> {
+    if (!(await this.#restarts.beforeRestart()) || this.stopping) return;
+    try {
+      await this.#work.run(this.consumer);
+    } catch (err) {
+      this.log.error({ err: { message: crashCause(err) } }, 'consumer_restart_failed');
+      if (!this.stopping) void this.#restartAfterCrash();
+    }
   }
 
   /** Decides a record's outcome: its decoded value, or a dead letter. */

@@ -106,7 +106,13 @@ export class TransactionalStage<T> {
     if (!current()) return;
     let owned = this.#owned.get(partition);
     if (!owned || owned.generation !== this.#generation) {
-      owned = await this.#takeOn(topic, partition, messages[0]?.offset ?? batch.firstOffset() ?? '0');
+      try {
+        owned = await this.#takeOn(topic, partition, messages[0]?.offset ?? batch.firstOffset() ?? '0');
+      } catch (err) {
+        // Taken on again with the next fetch (kafkajs retries the batch).
+        this.member.transientFailure(err);
+        throw err;
+      }
       if (!owned) return;
     }
     if (messages.length === 0 || !current()) return;
@@ -163,11 +169,17 @@ export class TransactionalStage<T> {
       maxInFlightRequests: 1,
       createPartitioner: JavaCompatiblePartitioner,
     });
-    await producer.connect();
-    // After the fence: a transaction of the previous owner is now committed or aborted.
-    const [committed] = await this.#opts.admin.fetchOffsets({ groupId: this.groupId, topics: [topic] });
-    const at = committed?.partitions.find((p) => p.partition === partition)?.offset ?? '-1';
-    await this.#opts.restore(partition);
+    let at: string;
+    try {
+      await producer.connect();
+      // After the fence: a transaction of the previous owner is now committed or aborted.
+      const [committed] = await this.#opts.admin.fetchOffsets({ groupId: this.groupId, topics: [topic] });
+      at = committed?.partitions.find((p) => p.partition === partition)?.offset ?? '-1';
+      await this.#opts.restore(partition);
+    } catch (err) {
+      await producer.disconnect().catch(() => undefined);
+      throw err;
+    }
     const owned = { generation, producer };
     this.#owned.set(partition, owned);
     if (at !== '-1' && at !== fetchedFrom) {
