@@ -6,12 +6,19 @@
  * score from 60 to 73, past the threshold of 70. Measured: from the 202 of
  * that click's request to the `high_intent_lead` delivery at an HTTPS
  * receiver in this process. Rounds of BENCH_INTENT_ROUND_MS (20 s), after a
- * warm-up round; medians of the rounds' p50 and p99.
+ * warm-up round; medians of the rounds' p50 and p99. Where the time goes: a
+ * read_committed consumer in this process notes when each click becomes
+ * readable on player.events, its copy on derived.by-visitor, and the lead on
+ * player.events; the p50 of each hop is printed beside the total.
  */
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import { join } from 'node:path';
+import { Kafka, logLevel } from 'kafkajs';
+import type { PlayerEventRecord } from '../schemas/records.ts';
+import { SchemaRegistry } from '../schemas/registry.ts';
 import { ConfigSchema } from '../shared/config.ts';
+import { topicNames } from '../shared/kafka/topics.ts';
 import { startHttpsReceiver } from '../test/helpers/https-receiver.ts';
 import { setupTenant, sleep } from './context.ts';
 import { benchBrokers, runBench, startBenchRun } from './harness.ts';
@@ -30,6 +37,8 @@ const progress = (msg: string) => process.stderr.write(`[bench:intent +${((perfo
 const out = (s = '') => process.stdout.write(`${s}\n`);
 
 interface Round {
+  /** p50 of each hop: 202 → click readable, → copy readable, → lead readable, → delivered. */
+  hops: [number, number, number, number];
   /** 503 answers of the overloaded intake during the round (each request was sent again). */
   refused: number;
   crossings: number;
@@ -79,6 +88,29 @@ async function main(): Promise<void> {
     const { tenant, videoIds } = await setupTenant(client, adminToken, 'bench intent', 4, false);
     await client.json('POST', `/admin/v1/tenants/${tenant.id}/destinations`, { token: adminToken, body: { name: 'leads', url: rx.url('/leads'), events: ['high_intent_lead'] } });
 
+    // When each crossing visitor's click, its by-visitor copy and its lead became readable here.
+    const prefix = `bench-${run.runId}-intent.`;
+    const topics = topicNames(prefix);
+    const registry = SchemaRegistry.fromManifest();
+    const seen = { click: new Map<string, number>(), copy: new Map<string, number>(), lead: new Map<string, number>() };
+    const kafka = new Kafka({ clientId: 'bench-intent-hops', brokers, logLevel: logLevel.NOTHING });
+    const watcher = kafka.consumer({ groupId: `bench-intent-hops-${run.runId}`, maxWaitTimeInMs: 10 });
+    await watcher.connect();
+    run.cleanups.push(() => watcher.disconnect());
+    await watcher.subscribe({ topics: [topics.playerEvents, topics.derivedByVisitor], fromBeginning: false });
+    await watcher.run({
+      partitionsConsumedConcurrently: 4,
+      eachBatch: async ({ batch }) => {
+        const now = performance.now();
+        for (const m of batch.messages) {
+          if (!m.value || m.headers?.tick !== undefined) continue;
+          const e = registry.decode<PlayerEventRecord>('player-event', m.value);
+          if (!e.visitor_id.startsWith('vis_round') && !e.visitor_id.startsWith('vis_warmup')) continue;
+          const hop = batch.topic === topics.derivedByVisitor ? (e.event_name === 'cta_clicked' ? seen.copy : undefined) : e.event_name === 'cta_clicked' ? seen.click : e.event_name === 'high_intent_lead' ? seen.lead : undefined;
+          if (hop && !hop.has(e.visitor_id)) hop.set(e.visitor_id, now);
+        }
+      },
+    });
     const deliveredAt = new Map<string, number>();
     rx.setBehaviour((req) => {
       const visitor = String((JSON.parse(req.rawBody.toString()) as { visitor_id?: unknown }).visitor_id);
@@ -140,8 +172,23 @@ async function main(): Promise<void> {
       const deadline = performance.now() + 30_000;
       while ([...acked.keys()].some((v) => !deliveredAt.has(v)) && performance.now() < deadline) await sleep(50);
       const lat = [...acked].filter(([v]) => deliveredAt.has(v)).map(([v, at]) => deliveredAt.get(v)! - at);
-      const round = { refused: refused - refusedBefore, crossings: acked.size, delivered: lat.length, eventsPerSec, p50: quantile(lat, 0.5), p99: quantile(lat, 0.99), max: Math.max(...lat) };
-      progress(`${name}: ${fmtInt(eventsPerSec)} events/s (${round.refused} requests refused with 503 and sent again), ${round.delivered}/${round.crossings} leads delivered, p50 ${fmtMs(round.p50)}, p99 ${fmtMs(round.p99)}`);
+      const hop = (from: (v: string, at: number) => number | undefined, to: (v: string) => number | undefined) =>
+        quantile(
+          [...acked].flatMap(([v, at]) => {
+            const a = from(v, at);
+            const b = to(v);
+            return a === undefined || b === undefined ? [] : [b - a];
+          }),
+          0.5,
+        );
+      const hops: Round['hops'] = [
+        hop((_v, at) => at, (v) => seen.click.get(v)),
+        hop((v) => seen.click.get(v), (v) => seen.copy.get(v)),
+        hop((v) => seen.copy.get(v), (v) => seen.lead.get(v)),
+        hop((v) => seen.lead.get(v), (v) => deliveredAt.get(v)),
+      ];
+      const round = { hops, refused: refused - refusedBefore, crossings: acked.size, delivered: lat.length, eventsPerSec, p50: quantile(lat, 0.5), p99: quantile(lat, 0.99), max: Math.max(...lat) };
+      progress(`${name}: ${fmtInt(eventsPerSec)} events/s (${round.refused} requests refused with 503 and sent again), ${round.delivered}/${round.crossings} leads delivered, p50 ${fmtMs(round.p50)}, p99 ${fmtMs(round.p99)}; hops p50 ${hops.map(fmtMs).join(' / ')}`);
       return round;
     };
 
@@ -151,8 +198,8 @@ async function main(): Promise<void> {
     out();
     out(
       table([
-        ['round', 'events/s', '503, sent again', 'crossings', 'delivered', 'p50', 'p99', 'max'],
-        ...rounds.map((r, i) => [String(i + 1), fmtInt(r.eventsPerSec), String(r.refused), String(r.crossings), String(r.delivered), fmtMs(r.p50), fmtMs(r.p99), fmtMs(r.max)]),
+        ['round', 'events/s', '503, sent again', 'crossings', 'delivered', 'p50', 'p99', 'max', 'p50 202→click', 'click→copy', 'copy→lead', 'lead→delivered'],
+        ...rounds.map((r, i) => [String(i + 1), fmtInt(r.eventsPerSec), String(r.refused), String(r.crossings), String(r.delivered), fmtMs(r.p50), fmtMs(r.p99), fmtMs(r.max), ...r.hops.map(fmtMs)]),
       ]),
     );
     out();

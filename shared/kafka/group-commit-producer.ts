@@ -4,6 +4,7 @@ import type { Logger } from '../logger.ts';
 import { withTimeout } from '../timeout.ts';
 import { retry, sleep } from '../retry.ts';
 import { JavaCompatiblePartitioner } from './partitioner.ts';
+import { TRANSACTIONAL_RETRY } from './kafka.ts';
 
 /** Kafka did not take the records; none of them will be seen by consumers. */
 export class KafkaUnavailableError extends Error {
@@ -272,12 +273,7 @@ export class GroupCommitProducer {
       idempotent: true,
       maxInFlightRequests: 1,
       transactionTimeout: 30000,
-      // NOTE: right after a commit the coordinator is still writing its
-      // markers, and the next transaction's first produce is refused with
-      // CONCURRENT_TRANSACTIONS until it is done (a few ms). The Java client
-      // retries that after 20 ms; kafkajs's default 100 ms start would add
-      // ~100 ms to most acknowledgements under steady load.
-      retry: { retries: 5, initialRetryTime: 20, maxRetryTime: 1000 },
+      retry: TRANSACTIONAL_RETRY,
     });
     try {
       await producer.connect();

@@ -50,6 +50,15 @@ export function createKafka(opts: { brokers: string[]; clientId: string; log: Lo
 }
 
 /**
+ * The retry of a transactional producer. Right after a commit the
+ * coordinator is still writing its markers, and the next transaction's
+ * first produce is refused with CONCURRENT_TRANSACTIONS until it is done (a
+ * few ms). The Java client retries that after 20 ms; the client's 100 ms
+ * start would add as much to most transactions that follow one another.
+ */
+export const TRANSACTIONAL_RETRY = { retries: 5, initialRetryTime: 20, maxRetryTime: 1000 };
+
+/**
  * Waits until the group coordinator answers: on a fresh broker it is still
  * loading __consumer_offsets for a moment, and consumers that join then crash
  * and restart with noisy errors.

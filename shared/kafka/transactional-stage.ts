@@ -1,5 +1,6 @@
 import type { Admin, EachBatchPayload, KafkaMessage, Message, Producer } from 'kafkajs';
 import { GroupMember, type GroupMemberOptions } from './group-member.ts';
+import { TRANSACTIONAL_RETRY } from './kafka.ts';
 import { JavaCompatiblePartitioner } from './partitioner.ts';
 import type { Decoded } from './poison.ts';
 
@@ -168,6 +169,7 @@ export class TransactionalStage<T> {
       idempotent: true,
       maxInFlightRequests: 1,
       createPartitioner: JavaCompatiblePartitioner,
+      retry: TRANSACTIONAL_RETRY,
     });
     let at: string;
     try {
