@@ -86,7 +86,9 @@ export function recordDecoder<S extends z.ZodType>(
 /** Avro's decoding as plain objects, nested records included. */
 function plainCopy(value: object): object {
   const out: Record<string, unknown> = { ...value };
-  for (const [k, v] of Object.entries(out)) {
+  // NOTE: for…in over the copy (own fields only), not Object.entries: no array of pairs per record.
+  for (const k in out) {
+    const v = out[k];
     if (v !== null && typeof v === 'object' && !Array.isArray(v) && !Buffer.isBuffer(v)) out[k] = plainCopy(v);
   }
   return out;
