@@ -7,7 +7,7 @@ import { Changelog } from '../../shared/kafka/changelog.ts';
 import type { DeadLetterSink } from '../../shared/kafka/dead-letters.ts';
 import { playerEventKey } from '../../shared/kafka/event-keys.ts';
 import { groupProblems } from '../../shared/kafka/group-member.ts';
-import { recordDecoder, type Decoded } from '../../shared/kafka/poison.ts';
+import { fieldsDecoder, recordDecoder, type Decoded } from '../../shared/kafka/poison.ts';
 import type { Topics } from '../../shared/kafka/topics.ts';
 import { TransactionalStage, type StageOutput } from '../../shared/kafka/transactional-stage.ts';
 import type { Logger } from '../../shared/logger.ts';
@@ -43,6 +43,9 @@ const STREAM_TIME_KEY = 't';
 
 /** A record of the by-visitor log: a player event and where it was read, or a tick of stream time. */
 type ByVisitor = { kind: 'event'; event: PlayerEventRecord; srcPartition: number; srcOffset: number } | { kind: 'tick'; at: number };
+
+/** What the repartition reads of a player event: where it goes, and whether it is one of this service's own. */
+type Route = Pick<PlayerEventRecord, 'tenant_id' | 'visitor_id' | 'source'>;
 
 export interface DerivedService {
   consumers: { groupId: string; topics: readonly string[] }[];
@@ -95,12 +98,17 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
   };
   const member = { kafka, log, metrics, deadLetters: deps.deadLetters, stallMs: deps.stallMs, sessionTimeoutMs: deps.sessionTimeoutMs, admin };
 
-  const repartition = new TransactionalStage<PlayerEventRecord>({
+  // The repartition only routes: it reads the three fields it needs and
+  // copies the bytes. What it cannot route (not Avro of a known schema,
+  // bytes Avro cannot walk) it dead-letters; an event it can route but that
+  // breaks the record's rules is the intent stage's to dead-letter, which
+  // decodes every event whole (a record judged twice cost most of this stage).
+  const repartition = new TransactionalStage<Route>({
     ...member,
     groupId: `${deps.groupPrefix}derived-repartition`,
     transactionalIdPrefix: `${deps.groupPrefix}derived-repartition`,
     topics: [topics.playerEvents],
-    decode: decodeEvent,
+    decode: fieldsDecoder<Route>(registry, 'player-event', ['tenant_id', 'visitor_id', 'source']),
     restore: async () => undefined,
     process: (partition, records) => {
       const out: StageOutput[] = [];

@@ -83,6 +83,29 @@ export function recordDecoder<S extends z.ZodType>(
   };
 }
 
+/**
+ * A decoder of a few top-level fields of `subject` (SchemaRegistry.fieldsDecoder),
+ * for a consumer that routes records without reading them: the same poison
+ * as recordDecoder for what it cannot read (empty, not the wire format,
+ * unknown schema, bytes Avro cannot walk), and no judgement of the rest.
+ * Whoever reads the whole record downstream must still decode it with
+ * recordDecoder, which refuses what this one lets through (zod, avroRules,
+ * and what Avro checks only in the fields it builds, e.g. safe longs).
+ */
+export function fieldsDecoder<T>(registry: SchemaRegistry, subject: Subject, fields: readonly (keyof T & string)[]): RecordDecoder<T> {
+  const decode = registry.fieldsDecoder<T>(subject, fields);
+  return (message) => {
+    const bytes = message.value;
+    if (bytes === null || bytes === undefined) throw new PoisonRecordError('empty_value', 'null value on a topic without tombstones');
+    if (bytes.length === 0) throw new PoisonRecordError('empty_value', 'empty value');
+    try {
+      return { kind: 'value', value: decode(bytes) };
+    } catch (err) {
+      throw classifyDecodeError(err);
+    }
+  };
+}
+
 /** Avro's decoding as plain objects, nested records included. */
 function plainCopy(value: object): object {
   const out: Record<string, unknown> = { ...value };
