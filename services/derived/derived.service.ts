@@ -1,4 +1,4 @@
-import type { Admin, Kafka, Producer } from 'kafkajs';
+import type { Admin, Kafka, KafkaMessage, Producer } from 'kafkajs';
 import { DEFAULT_HIGH_INTENT_THRESHOLD, DEFAULT_OFFER_WINDOW_SEC } from '../../schemas/intent-settings.ts';
 import { PlayerEventRecord, playerEventViolation } from '../../schemas/records.ts';
 import type { SchemaRegistry } from '../../schemas/registry.ts';
@@ -39,6 +39,12 @@ export interface DerivedDeps {
 /** How long an ended session is remembered, so that its late events do not open it again. */
 const ENDED_RETENTION_MS = 60 * 60 * 1000;
 const TICK = 'tick';
+/**
+ * Header of a by-visitor record: where the event was read, `<partition>:<offset>`.
+ * NOTE: one header, not two: kafkajs encodes each header of each record on
+ * its own. Records written before it carry `src-partition` and `src-offset`.
+ */
+const SRC = 'src';
 const STREAM_TIME_KEY = 't';
 
 /** A record of the by-visitor log: a player event and where it was read, or a tick of stream time. */
@@ -119,7 +125,7 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
           topic: topics.derivedByVisitor,
           key: `${e.tenant_id}:${e.visitor_id}`,
           value: message.value,
-          headers: { 'src-partition': String(partition), 'src-offset': message.offset },
+          headers: { [SRC]: `${partition}:${message.offset}` },
         });
       }
       return out;
@@ -149,8 +155,8 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
       if (tick !== undefined) return { kind: 'value', value: { kind: 'tick', at: Number(String(tick)) } };
       const event = decodeEvent(message);
       if (event.kind !== 'value') return event;
-      const srcPartition = Number(String(message.headers?.['src-partition'] ?? '-1'));
-      return { kind: 'value', value: { kind: 'event', event: event.value, srcPartition, srcOffset: Number(String(message.headers?.['src-offset'] ?? '-1')) } };
+      const [srcPartition, srcOffset] = sourceOf(message.headers);
+      return { kind: 'value', value: { kind: 'event', event: event.value, srcPartition, srcOffset } };
     },
     restore: async (partition) => {
       await changelog.caughtUp(partition, intent.member.stopSignal);
@@ -218,6 +224,17 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
       await ticks.disconnect();
     },
   };
+}
+
+/** Where a by-visitor record's event was read: [partition, offset], -1 for what its headers do not say. */
+export function sourceOf(headers: KafkaMessage['headers']): [number, number] {
+  const src = headers?.[SRC];
+  if (src !== undefined) {
+    const text = String(src);
+    const at = text.indexOf(':');
+    return at < 0 ? [-1, -1] : [Number(text.slice(0, at)), Number(text.slice(at + 1))];
+  }
+  return [Number(String(headers?.['src-partition'] ?? '-1')), Number(String(headers?.['src-offset'] ?? '-1'))];
 }
 
 /** A partition's state from its changelog values. */
