@@ -79,7 +79,8 @@ export interface DerivedService {
  */
 export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
   const { kafka, admin, registry, store, topics, log, metrics } = deps;
-  const decodeEvent = recordDecoder(deps.registry, 'player-event', PlayerEventRecord, { avroRules: playerEventViolation });
+  // Not a plain copy: the rules read an event and keep none of it.
+  const decodeEvent = recordDecoder(deps.registry, 'player-event', PlayerEventRecord, { avroRules: playerEventViolation, plain: false });
   const settings = (tenantId: string, videoId: string): IntentSettings => {
     const tenant = store.tenants.get(tenantId);
     const video = store.videos.get(videoId);

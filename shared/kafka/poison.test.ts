@@ -103,3 +103,14 @@ describe('fieldsDecoder', () => {
     );
   });
 });
+
+describe('recordDecoder with plain: false', () => {
+  it("answers Avro's own object with the same fields as the plain copy", () => {
+    const raw = recordDecoder(registry, 'player-event', PlayerEventRecord, { avroRules: playerEventViolation, plain: false });
+    const bytes = registry.encode('player-event', PLAYER_EVENT);
+    const a = raw({ value: bytes });
+    const b = whole({ value: bytes });
+    expect(a.kind === 'value' && { ...a.value }).toEqual(b.kind === 'value' && b.value);
+    expect(outcome(raw, registry.encode('player-event', { ...PLAYER_EVENT, event_id: 'x' }))).toStrictEqual({ poison: 'schema_violation' });
+  });
+});
