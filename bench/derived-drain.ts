@@ -16,7 +16,7 @@ export interface DerivedDrainRound {
   ratio: number;
   /**
    * CPU (user + system) per event of the service's process and of the broker,
-   * in µs, from the stack's start until drained: what the machine's load
+   * in µs, from the stack being up until drained: what the machine's load
    * does not move as much as it moves the rates.
    */
   derivedCpuUs: { service: number; broker: number };

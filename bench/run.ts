@@ -539,7 +539,7 @@ function reportDerivedDrain(d: DerivedDrainResult): void {
   out(`derived-events drain (median)        ${fmtInt(d.derivedMedian)} events/s`);
   out(`projector, same backlog (median)     ${fmtInt(d.projectorMedian)} events/s`);
   out(`derived / projector (median of rounds) ${fmtRatio(d.ratioMedian)}  (goal ≥ 0.80×)`);
-  out(`CPU per event of the service process (median) derived ${fmtInt(d.derivedCpuUsMedian)} µs, projector ${fmtInt(d.projectorCpuUsMedian)} µs (from the stack's start until drained)`);
+  out(`CPU per event of the service process (median) derived ${fmtInt(d.derivedCpuUsMedian)} µs, projector ${fmtInt(d.projectorCpuUsMedian)} µs (from the stack being up until drained)`);
   out();
 }
 
