@@ -2,6 +2,7 @@ import type { Admin } from 'kafkajs';
 import { SchemaRegistry } from '../schemas/registry.ts';
 import type { Topics } from '../shared/kafka/topics.ts';
 import { sleep, type BenchContext } from './context.ts';
+import { cpuSeconds } from './cpu.ts';
 import { freshTopics, preloadEvents } from './preload.ts';
 import { median } from './stats.ts';
 import { groupLags } from '../test/helpers/kafka-inspect.ts';
@@ -13,6 +14,13 @@ export interface DerivedDrainRound {
   /** Events/s of the projector over the same backlog, likewise. */
   projectorPerSec: number;
   ratio: number;
+  /**
+   * CPU (user + system) per event of the service's process and of the broker,
+   * in µs, from the stack being up until drained: what the machine's load
+   * does not move as much as it moves the rates.
+   */
+  derivedCpuUs: { service: number; broker: number };
+  projectorCpuUs: { service: number; broker: number };
 }
 
 export interface DerivedDrainResult {
@@ -21,6 +29,16 @@ export interface DerivedDrainResult {
   projectorMedian: number;
   /** Median over the rounds of each round's derived / projector ratio. */
   ratioMedian: number;
+  /** Medians over the rounds of the service process's CPU per event (µs). */
+  derivedCpuUsMedian: number;
+  projectorCpuUsMedian: number;
+}
+
+/** CPU seconds of the worker and the broker so far; answers a function that gives µs per event since. */
+function cpuPerEvent(pids: { service: number | undefined; broker: number | undefined }, events: number): () => { service: number; broker: number } {
+  const service = cpuSeconds(pids.service);
+  const broker = cpuSeconds(pids.broker);
+  return () => ({ service: ((cpuSeconds(pids.service) - service) * 1e6) / events, broker: ((cpuSeconds(pids.broker) - broker) * 1e6) / events });
 }
 
 /** Records of `topic` the group has not committed, or undefined while its coordinator cannot say. */
@@ -75,7 +93,9 @@ export async function benchDerivedDrain(ctx: BenchContext, opts: { events: numbe
       ctx.progress(`${name}: the derived-events service`);
       const { worker: derived } = await ctx.startWorker(name, 'derived');
       let derivedPerSec: number;
+      let derivedCpuUs: { service: number; broker: number };
       try {
+        const cpu = cpuPerEvent({ service: derived.pid, broker: ctx.brokerPid }, opts.events);
         derivedPerSec = await timeDrain(
           admin,
           [
@@ -85,6 +105,7 @@ export async function benchDerivedDrain(ctx: BenchContext, opts: { events: numbe
           opts.events,
           opts.timeoutMs,
         );
+        derivedCpuUs = cpu();
       } finally {
         await derived.stop();
       }
@@ -92,14 +113,20 @@ export async function benchDerivedDrain(ctx: BenchContext, opts: { events: numbe
       ctx.progress(`${name}: the projector on the same backlog`);
       const { worker: projector } = await ctx.startWorker(`${name}-projector`, 'projector', { KAFKA_TOPIC_PREFIX: prefix });
       let projectorPerSec: number;
+      let projectorCpuUs: { service: number; broker: number };
       try {
+        const cpu = cpuPerEvent({ service: projector.pid, broker: ctx.brokerPid }, opts.events);
         projectorPerSec = await timeDrain(admin, [[`${prefix}projector`, topics.playerEvents]], opts.events, opts.timeoutMs);
+        projectorCpuUs = cpu();
       } finally {
         await projector.stop();
       }
-      const round = { events: opts.events, derivedPerSec, projectorPerSec, ratio: derivedPerSec / projectorPerSec };
+      const round = { events: opts.events, derivedPerSec, projectorPerSec, ratio: derivedPerSec / projectorPerSec, derivedCpuUs, projectorCpuUs };
       rounds.push(round);
-      ctx.progress(`${name}: derived ${Math.round(derivedPerSec)} events/s, projector ${Math.round(projectorPerSec)} events/s, ratio ${round.ratio.toFixed(2)}`);
+      ctx.progress(
+        `${name}: derived ${Math.round(derivedPerSec)} events/s, projector ${Math.round(projectorPerSec)} events/s, ratio ${round.ratio.toFixed(2)}; ` +
+          `CPU µs/event derived ${derivedCpuUs.service.toFixed(0)} (broker ${derivedCpuUs.broker.toFixed(0)}), projector ${projectorCpuUs.service.toFixed(0)} (broker ${projectorCpuUs.broker.toFixed(0)})`,
+      );
     }
   } finally {
     await admin.disconnect();
@@ -109,5 +136,7 @@ export async function benchDerivedDrain(ctx: BenchContext, opts: { events: numbe
     derivedMedian: median(rounds.map((r) => r.derivedPerSec)),
     projectorMedian: median(rounds.map((r) => r.projectorPerSec)),
     ratioMedian: median(rounds.map((r) => r.ratio)),
+    derivedCpuUsMedian: median(rounds.map((r) => r.derivedCpuUs.service)),
+    projectorCpuUsMedian: median(rounds.map((r) => r.projectorCpuUs.service)),
   };
 }

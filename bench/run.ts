@@ -524,14 +524,22 @@ function reportDerivedDrain(d: DerivedDrainResult): void {
   out();
   out(
     table([
-      ['round', 'derived-events', 'projector', 'derived / projector'],
-      ...d.rounds.map((r, i) => [String(i + 1), `${fmtInt(r.derivedPerSec)}/s`, `${fmtInt(r.projectorPerSec)}/s`, fmtRatio(r.ratio)]),
+      ['round', 'derived-events', 'projector', 'derived / projector', 'CPU µs/event derived (broker)', 'projector (broker)'],
+      ...d.rounds.map((r, i) => [
+        String(i + 1),
+        `${fmtInt(r.derivedPerSec)}/s`,
+        `${fmtInt(r.projectorPerSec)}/s`,
+        fmtRatio(r.ratio),
+        `${fmtInt(r.derivedCpuUs.service)} (${fmtInt(r.derivedCpuUs.broker)})`,
+        `${fmtInt(r.projectorCpuUs.service)} (${fmtInt(r.projectorCpuUs.broker)})`,
+      ]),
     ]),
   );
   out();
   out(`derived-events drain (median)        ${fmtInt(d.derivedMedian)} events/s`);
   out(`projector, same backlog (median)     ${fmtInt(d.projectorMedian)} events/s`);
   out(`derived / projector (median of rounds) ${fmtRatio(d.ratioMedian)}  (goal ≥ 0.80×)`);
+  out(`CPU per event of the service process (median) derived ${fmtInt(d.derivedCpuUsMedian)} µs, projector ${fmtInt(d.projectorCpuUsMedian)} µs (from the stack being up until drained)`);
   out();
 }
 

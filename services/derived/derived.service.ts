@@ -1,4 +1,4 @@
-import type { Admin, Kafka, Producer } from 'kafkajs';
+import type { Admin, Kafka, KafkaMessage, Producer } from 'kafkajs';
 import { DEFAULT_HIGH_INTENT_THRESHOLD, DEFAULT_OFFER_WINDOW_SEC } from '../../schemas/intent-settings.ts';
 import { PlayerEventRecord, playerEventViolation } from '../../schemas/records.ts';
 import type { SchemaRegistry } from '../../schemas/registry.ts';
@@ -7,7 +7,7 @@ import { Changelog } from '../../shared/kafka/changelog.ts';
 import type { DeadLetterSink } from '../../shared/kafka/dead-letters.ts';
 import { playerEventKey } from '../../shared/kafka/event-keys.ts';
 import { groupProblems } from '../../shared/kafka/group-member.ts';
-import { recordDecoder, type Decoded } from '../../shared/kafka/poison.ts';
+import { fieldsDecoder, recordDecoder, type Decoded } from '../../shared/kafka/poison.ts';
 import type { Topics } from '../../shared/kafka/topics.ts';
 import { TransactionalStage, type StageOutput } from '../../shared/kafka/transactional-stage.ts';
 import type { Logger } from '../../shared/logger.ts';
@@ -39,10 +39,19 @@ export interface DerivedDeps {
 /** How long an ended session is remembered, so that its late events do not open it again. */
 const ENDED_RETENTION_MS = 60 * 60 * 1000;
 const TICK = 'tick';
+/**
+ * Header of a by-visitor record: where the event was read, `<partition>:<offset>`.
+ * NOTE: one header, not two: kafkajs encodes each header of each record on
+ * its own. Records written before it carry `src-partition` and `src-offset`.
+ */
+const SRC = 'src';
 const STREAM_TIME_KEY = 't';
 
 /** A record of the by-visitor log: a player event and where it was read, or a tick of stream time. */
 type ByVisitor = { kind: 'event'; event: PlayerEventRecord; srcPartition: number; srcOffset: number } | { kind: 'tick'; at: number };
+
+/** What the repartition reads of a player event: where it goes, and whether it is one of this service's own. */
+type Route = Pick<PlayerEventRecord, 'tenant_id' | 'visitor_id' | 'source'>;
 
 export interface DerivedService {
   consumers: { groupId: string; topics: readonly string[] }[];
@@ -70,7 +79,8 @@ export interface DerivedService {
  */
 export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
   const { kafka, admin, registry, store, topics, log, metrics } = deps;
-  const decodeEvent = recordDecoder(deps.registry, 'player-event', PlayerEventRecord, { avroRules: playerEventViolation });
+  // Not a plain copy: the rules read an event and keep none of it.
+  const decodeEvent = recordDecoder(deps.registry, 'player-event', PlayerEventRecord, { avroRules: playerEventViolation, plain: false });
   const settings = (tenantId: string, videoId: string): IntentSettings => {
     const tenant = store.tenants.get(tenantId);
     const video = store.videos.get(videoId);
@@ -95,12 +105,17 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
   };
   const member = { kafka, log, metrics, deadLetters: deps.deadLetters, stallMs: deps.stallMs, sessionTimeoutMs: deps.sessionTimeoutMs, admin };
 
-  const repartition = new TransactionalStage<PlayerEventRecord>({
+  // The repartition only routes: it reads the three fields it needs and
+  // copies the bytes. What it cannot route (not Avro of a known schema,
+  // bytes Avro cannot walk) it dead-letters; an event it can route but that
+  // breaks the record's rules is the intent stage's to dead-letter, which
+  // decodes every event whole (a record judged twice cost most of this stage).
+  const repartition = new TransactionalStage<Route>({
     ...member,
     groupId: `${deps.groupPrefix}derived-repartition`,
     transactionalIdPrefix: `${deps.groupPrefix}derived-repartition`,
     topics: [topics.playerEvents],
-    decode: decodeEvent,
+    decode: fieldsDecoder<Route>(registry, 'player-event', ['tenant_id', 'visitor_id', 'source']),
     restore: async () => undefined,
     process: (partition, records) => {
       const out: StageOutput[] = [];
@@ -111,7 +126,7 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
           topic: topics.derivedByVisitor,
           key: `${e.tenant_id}:${e.visitor_id}`,
           value: message.value,
-          headers: { 'src-partition': String(partition), 'src-offset': message.offset },
+          headers: { [SRC]: `${partition}:${message.offset}` },
         });
       }
       return out;
@@ -141,8 +156,8 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
       if (tick !== undefined) return { kind: 'value', value: { kind: 'tick', at: Number(String(tick)) } };
       const event = decodeEvent(message);
       if (event.kind !== 'value') return event;
-      const srcPartition = Number(String(message.headers?.['src-partition'] ?? '-1'));
-      return { kind: 'value', value: { kind: 'event', event: event.value, srcPartition, srcOffset: Number(String(message.headers?.['src-offset'] ?? '-1')) } };
+      const [srcPartition, srcOffset] = sourceOf(message.headers);
+      return { kind: 'value', value: { kind: 'event', event: event.value, srcPartition, srcOffset } };
     },
     restore: async (partition) => {
       await changelog.caughtUp(partition, intent.member.stopSignal);
@@ -210,6 +225,17 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
       await ticks.disconnect();
     },
   };
+}
+
+/** Where a by-visitor record's event was read: [partition, offset], -1 for what its headers do not say. */
+export function sourceOf(headers: KafkaMessage['headers']): [number, number] {
+  const src = headers?.[SRC];
+  if (src !== undefined) {
+    const text = String(src);
+    const at = text.indexOf(':');
+    return at < 0 ? [-1, -1] : [Number(text.slice(0, at)), Number(text.slice(at + 1))];
+  }
+  return [Number(String(headers?.['src-partition'] ?? '-1')), Number(String(headers?.['src-offset'] ?? '-1'))];
 }
 
 /** A partition's state from its changelog values. */

@@ -47,14 +47,18 @@ export type RecordDecoder<T> = (message: Pick<KafkaMessage, 'value'> & { key?: K
  * trusted for them, only these rules are checked, with no zod parse, and the
  * value is handed on as a plain copy of Avro's fields. A broken rule is
  * poison, `schema_violation`, worded `field: message` as zod's refusals are.
+ * With `avroRules`, `plain: false` hands on Avro's own object (an instance
+ * of avsc's generated class, same fields) without the copy, for a consumer
+ * that only reads the value and keeps none of it.
  */
 export function recordDecoder<S extends z.ZodType>(
   registry: SchemaRegistry,
   subject: Subject,
   schema: S,
-  opts: { tombstones?: boolean; avroRules?: (value: z.infer<S>) => { field: string; message: string } | undefined } = {},
+  opts: { tombstones?: boolean; avroRules?: (value: z.infer<S>) => { field: string; message: string } | undefined; plain?: boolean } = {},
 ): RecordDecoder<z.infer<S>> {
   const avroRules = opts.avroRules;
+  const plain = opts.plain ?? true;
   return (message) => {
     const bytes = message.value;
     if (bytes === null || bytes === undefined) {
@@ -72,7 +76,7 @@ export function recordDecoder<S extends z.ZodType>(
       const broken = avroRules(raw as z.infer<S>);
       if (broken !== undefined) throw new PoisonRecordError('schema_violation', `${broken.field}: ${broken.message}`);
       // NOTE: a copy: avsc decodes into instances of a generated class, and zod's output is a plain object.
-      return { kind: 'value', value: plainCopy(raw as object) as z.infer<S> };
+      return { kind: 'value', value: (plain ? plainCopy(raw as object) : raw) as z.infer<S> };
     }
     const parsed = schema.safeParse(raw);
     if (!parsed.success) {
@@ -83,10 +87,35 @@ export function recordDecoder<S extends z.ZodType>(
   };
 }
 
+/**
+ * A decoder of a few top-level fields of `subject` (SchemaRegistry.fieldsDecoder),
+ * for a consumer that routes records without reading them: the same poison
+ * as recordDecoder for what it cannot read (empty, not the wire format,
+ * unknown schema, bytes Avro cannot walk), and no judgement of the rest.
+ * Whoever reads the whole record downstream must still decode it with
+ * recordDecoder, which refuses what this one lets through (zod, avroRules,
+ * and what Avro checks only in the fields it builds, e.g. safe longs).
+ */
+export function fieldsDecoder<T>(registry: SchemaRegistry, subject: Subject, fields: readonly (keyof T & string)[]): RecordDecoder<T> {
+  const decode = registry.fieldsDecoder<T>(subject, fields);
+  return (message) => {
+    const bytes = message.value;
+    if (bytes === null || bytes === undefined) throw new PoisonRecordError('empty_value', 'null value on a topic without tombstones');
+    if (bytes.length === 0) throw new PoisonRecordError('empty_value', 'empty value');
+    try {
+      return { kind: 'value', value: decode(bytes) };
+    } catch (err) {
+      throw classifyDecodeError(err);
+    }
+  };
+}
+
 /** Avro's decoding as plain objects, nested records included. */
 function plainCopy(value: object): object {
   const out: Record<string, unknown> = { ...value };
-  for (const [k, v] of Object.entries(out)) {
+  // NOTE: for…in over the copy (own fields only), not Object.entries: no array of pairs per record.
+  for (const k in out) {
+    const v = out[k];
     if (v !== null && typeof v === 'object' && !Array.isArray(v) && !Buffer.isBuffer(v)) out[k] = plainCopy(v);
   }
   return out;
