@@ -5,7 +5,7 @@ import { TestStack, eventually, type TestTenant } from './helpers/stack.ts';
 
 /**
  * The visitor read model end to end: player events through the
- * derived-events service's snapshots (derived.visitors.v1) and the
+ * derived-events service's state (derived.state.v1) and the
  * projector into ClickHouse, read by GET /v1/visitors, a visitor's timeline
  * and the admin leads list.
  */

@@ -12,7 +12,7 @@ import type { Topics } from '../../shared/kafka/topics.ts';
 import { TransactionalStage, type StageOutput } from '../../shared/kafka/transactional-stage.ts';
 import type { Logger } from '../../shared/logger.ts';
 import type { Metrics } from '../../shared/metrics.ts';
-import { applyEvent, applyTick, emptyState, type IntentSettings, type PartitionState, type RuleOptions, type SessionState, type Step, type VisitorState, sessionKey, visitorSnapshot } from './intent-rules.ts';
+import { applyEvent, applyTick, emptyState, type IntentSettings, type PartitionState, type RuleOptions, type SessionState, type Step, type VisitorState, sessionKey } from './intent-rules.ts';
 
 export interface DerivedDeps {
   kafka: Kafka;
@@ -70,9 +70,9 @@ export interface DerivedService {
  *    visitor onto derived.by-visitor.v1, with where each was read;
  * 2. intent: per partition of that log, the visitors' and sessions' state
  *    (services/derived/intent-rules.ts), kept in the compacted
- *    derived.state.v1 and restored from it; each batch's derived events,
- *    state changes, visitor snapshots (derived.visitors.v1, the visitor
- *    read model's source) and input offset commit in one transaction.
+ *    derived.state.v1 and restored from it (the projector also builds the
+ *    visitor read model from its visitor records); each batch's derived
+ *    events, state changes and input offset commit in one transaction.
  *
  * Sessions end by stream time: each owner writes a tick onto its partitions
  * every tickMs, so time is in the log and a replay decides the same.
@@ -181,13 +181,7 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
         take(r.kind === 'tick' ? applyTick(state, r.at, rules) : applyEvent(state, r.event, r.srcPartition, r.srcOffset, rules));
       }
       const out: StageOutput[] = events.map((e) => ({ topic: topics.playerEvents, key: playerEventKey(e.tenant_id, e.session_id), value: registry.encode('player-event', e) }));
-      for (const [key, value] of changed) {
-        out.push({ topic: topics.derivedState, partition, key, value: value === null ? null : Buffer.from(JSON.stringify(value)) });
-        if (value !== null && key.startsWith('v:')) {
-          const snapshot = visitorSnapshot(key, value as VisitorState);
-          out.push({ topic: topics.derivedVisitors, key: `${snapshot.tenant_id}:${snapshot.visitor_id}`, value: Buffer.from(JSON.stringify(snapshot)) });
-        }
-      }
+      for (const [key, value] of changed) out.push({ topic: topics.derivedState, partition, key, value: value === null ? null : Buffer.from(JSON.stringify(value)) });
       out.push({ topic: topics.derivedState, partition, key: STREAM_TIME_KEY, value: Buffer.from(JSON.stringify(state.streamTime)) });
       for (const e of events) metrics.derivedEvents.inc({ event: e.event_name });
       if (evicted.visitors > 0) metrics.derivedStateEvicted.inc({ kind: 'visitor' }, evicted.visitors);

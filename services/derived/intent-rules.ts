@@ -80,7 +80,7 @@ export interface SessionState {
   external_lead_id: string | null;
 }
 
-/** What the visitor read model stores of a visitor (derived.visitors.v1, keyed `<tenant>:<visitor>`). */
+/** What the visitor read model stores of a visitor, made from its state by the projector. */
 export interface VisitorSnapshot {
   tenant_id: string;
   visitor_id: string;

@@ -12,7 +12,7 @@ import type { Logger } from '../../shared/logger.ts';
 import type { Metrics } from '../../shared/metrics.ts';
 import { dedupeRetriedEvents, needsLookup } from './event-dedupe.ts';
 import type { VisitorSnapshot } from '../derived/intent-rules.ts';
-import { decodeVisitorSnapshot, visitorRow } from './visitor-rows.ts';
+import { decodeVisitorState, visitorRow } from './visitor-rows.ts';
 import { candidateLine, EVENT_COLUMNS, eventLine, LATEST_EVENT_TIME, retryCandidate, type RetryCandidate } from './event-rows.ts';
 import { InsertTouches, type InsertListener } from '../../shared/read-touches.ts';
 import { isSignal } from '../../shared/event-names.ts';
@@ -65,7 +65,7 @@ class TouchingLine {
  * Projects the event log into ClickHouse: player events into `events` (the
  * visitor projections follow by materialized view), video config into
  * `videos`, webhook attempts, security events, and each visitor's latest
- * snapshot (derived.visitors.v1) into `visitors`. One insert per flush window across partitions; offsets are
+ * state (derived.state.v1) into `visitors`. One insert per flush window across partitions; offsets are
  * committed only after the insert returned.
  */
 export async function startProjector(deps: ProjectorDeps) {
@@ -190,12 +190,13 @@ export async function startProjector(deps: ProjectorDeps) {
     }),
   });
 
-  // Each visitor's latest snapshot, for the visitor read model (FINAL keeps the highest offset).
+  // Each visitor's latest state, for the visitor read model (FINAL keeps the
+  // highest offset: a visitor's state records share a partition).
   const visitors = new GroupConsumer<VisitorSnapshot>({
     ...common,
     groupId: `${deps.groupPrefix}projector-visitors`,
-    topics: [deps.topics.derivedVisitors],
-    decode: decodeVisitorSnapshot,
+    topics: [deps.topics.derivedState],
+    decode: decodeVisitorState,
     batches: batches(deps.maxRows, async (items) => {
       const rows = items.flatMap(({ message, record }) => (record.kind === 'value' ? [visitorRow(record.value, message.offset)] : []));
       const touches = onInsert ? new InsertTouches() : undefined;

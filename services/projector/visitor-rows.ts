@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { VisitorSnapshot as Snapshot } from '../derived/intent-rules.ts';
+import { visitorSnapshot, type VisitorSnapshot as Snapshot, type VisitorState } from '../derived/intent-rules.ts';
 import { chTime } from '../../shared/clickhouse/clickhouse.ts';
 import { VISITOR_ID_RE } from '../../shared/ids.ts';
 import { PoisonRecordError, type RecordDecoder } from '../../shared/kafka/poison.ts';
@@ -8,7 +8,7 @@ import { LATEST_EVENT_TIME } from './event-rows.ts';
 /** A time the table can hold (epoch ms up to 2299-12-31). */
 const millis = z.number().int().min(0).max(LATEST_EVENT_TIME);
 
-/** A record of derived.visitors.v1 (JSON): a visitor's latest score, factors and activity. */
+/** What the visitor read model stores of a visitor: its latest score, factors and activity. */
 export const VisitorSnapshot = z.object({
   tenant_id: z.uuid(),
   visitor_id: z.string().regex(VISITOR_ID_RE),
@@ -27,21 +27,25 @@ export const VisitorSnapshot = z.object({
 }) satisfies z.ZodType<Snapshot>;
 
 /**
- * The decoder of derived.visitors.v1: UTF-8 JSON checked against
- * VisitorSnapshot; a tombstone (compacted topic) is passed on and skipped.
- * Anything else is poison and dead-lettered.
+ * The decoder of the visitor read model's source, the derived-events
+ * service's compacted state (derived.state.v1): a visitor's state (key
+ * `v:<tenant>:<visitor>`, JSON) becomes its snapshot, checked against
+ * VisitorSnapshot. Session state, stream time and tombstones (a visitor
+ * forgotten by the state's bounds keeps its row) are passed over as
+ * tombstones. Anything else is poison and dead-lettered.
  */
-export const decodeVisitorSnapshot: RecordDecoder<Snapshot> = (message) => {
+export const decodeVisitorState: RecordDecoder<Snapshot> = (message) => {
+  const key = message.key?.toString('utf8') ?? '';
   const bytes = message.value;
-  if (bytes === null || bytes === undefined) return { kind: 'tombstone' };
+  if (!key.startsWith('v:') || bytes === null || bytes === undefined) return { kind: 'tombstone' };
   if (bytes.length === 0) throw new PoisonRecordError('empty_value', 'empty value');
-  let raw: unknown;
+  let snapshot: unknown;
   try {
-    raw = JSON.parse(bytes.toString('utf8'));
+    snapshot = visitorSnapshot(key, JSON.parse(bytes.toString('utf8')) as VisitorState);
   } catch {
-    throw new PoisonRecordError('undecodable', 'not JSON');
+    throw new PoisonRecordError('undecodable', 'not a visitor state');
   }
-  const parsed = VisitorSnapshot.safeParse(raw);
+  const parsed = VisitorSnapshot.safeParse(snapshot);
   if (!parsed.success) {
     const first = parsed.error.issues[0];
     throw new PoisonRecordError('schema_violation', `${first?.path.join('.') || '(root)'}: ${first?.message ?? 'invalid'}`);

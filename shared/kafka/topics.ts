@@ -19,7 +19,6 @@ export const TOPIC_BASE = {
   deadLetters: 'dead-letters.v1',
   derivedByVisitor: 'derived.by-visitor.v1',
   derivedState: 'derived.state.v1',
-  derivedVisitors: 'derived.visitors.v1',
 } as const;
 
 /** The retry tiers in order: attempt n+1 after a failed attempt n waits on RETRY_TIERS[n-1]. */
@@ -88,7 +87,8 @@ export function topicDefinitions(topics: Topics, partitions: number): ITopicConf
     })),
     // The derived-events service: player events keyed by visitor (its
     // repartition), and its state's changelog, compacted, one partition per
-    // partition of the repartition.
+    // partition of the repartition (its visitor records are also the source
+    // of the visitor read model).
     {
       topic: topics.derivedByVisitor,
       numPartitions: partitions,
@@ -100,18 +100,6 @@ export function topicDefinitions(topics: Topics, partitions: number): ITopicConf
     },
     {
       topic: topics.derivedState,
-      numPartitions: partitions,
-      replicationFactor: -1,
-      configEntries: [
-        { name: 'cleanup.policy', value: 'compact' },
-        { name: 'min.compaction.lag.ms', value: '0' },
-        { name: 'segment.ms', value: String(60 * 60 * 1000) },
-      ],
-    },
-    {
-      // Each visitor's latest score, factors and activity (JSON, keyed
-      // <tenant>:<visitor>), for the visitor read model.
-      topic: topics.derivedVisitors,
       numPartitions: partitions,
       replicationFactor: -1,
       configEntries: [
