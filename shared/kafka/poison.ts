@@ -60,18 +60,8 @@ export function recordDecoder<S extends z.ZodType>(
   const avroRules = opts.avroRules;
   const plain = opts.plain ?? true;
   return (message) => {
-    const bytes = message.value;
-    if (bytes === null || bytes === undefined) {
-      if (opts.tombstones) return { kind: 'tombstone' };
-      throw new PoisonRecordError('empty_value', 'null value on a topic without tombstones');
-    }
-    if (bytes.length === 0) throw new PoisonRecordError('empty_value', 'empty value');
-    let raw: unknown;
-    try {
-      raw = registry.decode<unknown>(subject, bytes);
-    } catch (err) {
-      throw classifyDecodeError(err);
-    }
+    if ((message.value === null || message.value === undefined) && opts.tombstones) return { kind: 'tombstone' };
+    const raw = avroOf(message, (bytes) => registry.decode<unknown>(subject, bytes));
     if (avroRules !== undefined) {
       const broken = avroRules(raw as z.infer<S>);
       if (broken !== undefined) throw new PoisonRecordError('schema_violation', `${broken.field}: ${broken.message}`);
@@ -98,16 +88,19 @@ export function recordDecoder<S extends z.ZodType>(
  */
 export function fieldsDecoder<T>(registry: SchemaRegistry, subject: Subject, fields: readonly (keyof T & string)[]): RecordDecoder<T> {
   const decode = registry.fieldsDecoder<T>(subject, fields);
-  return (message) => {
-    const bytes = message.value;
-    if (bytes === null || bytes === undefined) throw new PoisonRecordError('empty_value', 'null value on a topic without tombstones');
-    if (bytes.length === 0) throw new PoisonRecordError('empty_value', 'empty value');
-    try {
-      return { kind: 'value', value: decode(bytes) };
-    } catch (err) {
-      throw classifyDecodeError(err);
-    }
-  };
+  return (message) => ({ kind: 'value', value: avroOf(message, decode) });
+}
+
+/** A record's value through `decode`, or the poison it is: no value, an empty one, or bytes Avro cannot read. */
+function avroOf<T>(message: Pick<KafkaMessage, 'value'>, decode: (bytes: Buffer) => T): T {
+  const bytes = message.value;
+  if (bytes === null || bytes === undefined) throw new PoisonRecordError('empty_value', 'null value on a topic without tombstones');
+  if (bytes.length === 0) throw new PoisonRecordError('empty_value', 'empty value');
+  try {
+    return decode(bytes);
+  } catch (err) {
+    throw classifyDecodeError(err);
+  }
 }
 
 /** Avro's decoding as plain objects, nested records included. */
