@@ -34,6 +34,8 @@ const BATCH = 50;
 const CROSS_EVERY_MS = 100;
 /** BENCH_INTENT_SPLIT=1: the derived-events service in a process of its own (the others in one), as a deployment may run it. */
 const SPLIT = process.env.BENCH_INTENT_SPLIT === '1';
+/** The key of a crossing visitor's record: `<tenant>:ses_<round>_<i>` or `<tenant>:vis_<round>_<i>` (ordinary viewing is `ses_v…`). */
+const CROSSING_KEY = /:(ses|vis)_(round|warmup)/;
 
 const T0 = performance.now();
 const progress = (msg: string) => process.stderr.write(`[bench:intent +${((performance.now() - T0) / 1000).toFixed(0).padStart(3)} s] ${msg}\n`);
@@ -109,7 +111,10 @@ async function main(): Promise<void> {
       eachBatch: async ({ batch }) => {
         const now = performance.now();
         for (const m of batch.messages) {
-          if (!m.value || m.headers?.tick !== undefined) continue;
+          // Only the crossing visitors' records are decoded (keyed by their
+          // session on the event log, by visitor on the by-visitor log): the
+          // watcher's own CPU must not weigh on the stack it measures.
+          if (!m.value || !CROSSING_KEY.test(m.key?.toString('latin1') ?? '')) continue;
           const e = registry.decode<PlayerEventRecord>('player-event', m.value);
           if (!e.visitor_id.startsWith('vis_round') && !e.visitor_id.startsWith('vis_warmup')) continue;
           const hop = batch.topic === topics.derivedByVisitor ? (e.event_name === 'cta_clicked' ? seen.copy : undefined) : e.event_name === 'cta_clicked' ? seen.click : e.event_name === 'high_intent_lead' ? seen.lead : undefined;
