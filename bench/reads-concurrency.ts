@@ -2,7 +2,7 @@
  * `BENCH_PHASES=reads-concurrency npm run bench`: each read of the API at
  * 1/4/16/64 connections, closed loop, against two stacks loaded with the
  * same events: one with the read cache and score batching off
- * (READ_CACHE_MAX_ROWS=0, READ_SCORE_BATCH_MAX=1: the reads as they were
+ * (READ_CACHE_MAX_ROWS=0, READ_BATCH_MAX=1: the reads as they were
  * before issue 26) and one with the defaults, cell by cell in turn. Beside
  * each row: the HTTP layer's ceiling (GET /v1/videos, served from memory) and
  * the engine's own (the read's SQL straight to the ClickHouse client in the
@@ -37,6 +37,15 @@ export const RC_LABEL: Record<RcKind, string> = {
   visitors: 'visitor list (31 filters)',
   timeline: 'visitor timeline',
 };
+
+/** The intake's side of a mixed run; `refused` counts answers by status (or the client's error). */
+export interface MixedIntake {
+  p50: number;
+  p99: number;
+  sent: number;
+  failed: number;
+  refused: Record<string, number>;
+}
 
 export interface RcOptions {
   stored: number;
@@ -76,8 +85,8 @@ export interface RcResult {
   coldScore: { off: Cell; on: Cell };
   mixed: {
     rate: number;
-    alone: { p50: number; p99: number; sent: number; failed: number };
-    withReads: { p50: number; p99: number; sent: number; failed: number };
+    alone: MixedIntake;
+    withReads: MixedIntake;
     reads: Record<RcKind, Cell> & { all: Cell };
   };
   rssMb: { off: number; on: number };
@@ -150,7 +159,7 @@ export async function benchReadsConcurrency(ctx: BenchContext, opts: RcOptions):
   };
 
   // The same events in both; the cursor secret is the run's, so a cursor made for one works on either.
-  const off = await prepare('rc-off', { READ_CACHE_MAX_ROWS: '0', READ_SCORE_BATCH_MAX: '1' });
+  const off = await prepare('rc-off', { READ_CACHE_MAX_ROWS: '0', READ_BATCH_MAX: '1' });
   const on = await prepare('rc-on', {});
   const stacks = { off, on };
 
@@ -271,6 +280,11 @@ export async function benchReadsConcurrency(ctx: BenchContext, opts: RcOptions):
     let failed = 0;
     let sent = 0;
     let inflight = 0;
+    const refused: Record<string, number> = {};
+    const refuse = (why: string) => {
+      failed++;
+      refused[why] = (refused[why] ?? 0) + 1;
+    };
     const bodies = Array.from({ length: 64 }, (_, b) =>
       JSON.stringify({
         events: Array.from({ length: batch }, (_, j) => ({ ...playerEvent(b * batch + j, on.videoIds), visitor_id: visitorOf(b * batch + j) })),
@@ -287,7 +301,7 @@ export async function benchReadsConcurrency(ctx: BenchContext, opts: RcOptions):
         while (t0 + n * intervalMs <= now) {
           const i = n++;
           if (inflight >= 2000) {
-            failed++;
+            refuse('not sent: 2,000 in flight');
             continue;
           }
           inflight++;
@@ -297,11 +311,11 @@ export async function benchReadsConcurrency(ctx: BenchContext, opts: RcOptions):
             (res) => {
               inflight--;
               if (res.status === 202) lat.push(performance.now() - at);
-              else failed++;
+              else refuse(`HTTP ${res.status}`);
             },
-            () => {
+            (err: unknown) => {
               inflight--;
-              failed++;
+              refuse(err instanceof Error ? err.message.slice(0, 60) : String(err));
             },
           );
         }
@@ -312,9 +326,10 @@ export async function benchReadsConcurrency(ctx: BenchContext, opts: RcOptions):
     const r = reads ? await reads : undefined;
     // Every answer counts, the slow ones most: wait for those still in flight.
     for (const until = performance.now() + 60_000; inflight > 0 && performance.now() < until; ) await new Promise((res) => setTimeout(res, 20));
+    if (inflight > 0) refused['no answer within 60 s'] = inflight;
     failed += inflight;
     sender.close();
-    return { intake: { p50: quantile(lat, 0.5), p99: quantile(lat, 0.99), sent, failed }, reads: r };
+    return { intake: { p50: quantile(lat, 0.5), p99: quantile(lat, 0.99), sent, failed, refused }, reads: r };
   };
   ctx.progress(`reads-concurrency: mixed, intake alone at ${opts.mixedRate} events/s`);
   await intake(2000);

@@ -714,7 +714,7 @@ function reportReadsConcurrency(rc: RcResult): void {
   out(`## Reads under concurrency over ${fmtInt(rc.stored)} stored events (closed loop, ${o.cellMs / 1000} s per cell after ${o.warmMs / 1000} s warm-up)`);
   out(loadNote('reads-concurrency'));
   out(
-    'two stacks loaded with the same events, cells in turn: "off" = READ_CACHE_MAX_ROWS=0 READ_SCORE_BATCH_MAX=1 (the reads as before issue 26), "on" = the defaults; ' +
+    'two stacks loaded with the same events, cells in turn: "off" = READ_CACHE_MAX_ROWS=0 READ_BATCH_MAX=1 (the reads as before issue 26), "on" = the defaults; ' +
       `score and timeline requests cycle over ${fmtInt(o.workingSet)} visitors; "hit" = share the cache answered in that cell; ` +
       'HTTP = GET /v1/videos (from memory) at the same connections; engine = the read\'s SQL straight to the ClickHouse client in the stack\'s process, as many at once; each row\'s four cells run back to back (HTTP, off, on, engine); CPU = ms of the stack process\'s CPU (service and embedded engine) per answered request',
   );
@@ -722,7 +722,7 @@ function reportReadsConcurrency(rc: RcResult): void {
   const c = (x: Cell | undefined) => (x ? [fmtInt(x.rps), fmtMs(x.p50), fmtMs(x.p99)] : ['', '', '']);
   const cpu = (x: Cell | undefined) => (x?.cpuMs !== undefined && Number.isFinite(x.cpuMs) ? `${x.cpuMs.toFixed(2)}` : '');
   const rows: string[][] = [
-    ['read', 'conns', 'off req/s', 'off p50', 'off p99', 'off CPU', 'on req/s', 'on p50', 'on p99', 'on CPU', 'on/off', 'hit', 'HTTP req/s', 'HTTP CPU', 'engine q/s', 'engine p50'],
+    ['read', 'conns', 'off req/s', 'off p50', 'off p99', 'off CPU', 'on req/s', 'on p50', 'on p99', 'on CPU', 'on/off', 'hit', 'HTTP req/s', 'HTTP p99', 'HTTP CPU', 'engine q/s', 'engine p50'],
   ];
   for (const k of RC_KINDS) {
     for (const n of o.conns) {
@@ -739,6 +739,7 @@ function reportReadsConcurrency(rc: RcResult): void {
         off && on ? fmtRatio(on.rps / off.rps) : '',
         on?.hit === undefined ? '' : `${(on.hit * 100).toFixed(0)}%`,
         fmtInt(rc.http[k][n]?.rps ?? Number.NaN),
+        rc.http[k][n] ? fmtMs(rc.http[k][n]!.p99) : '',
         cpu(rc.http[k][n]),
         eng ? fmtInt(eng.rps) : '',
         eng ? fmtMs(eng.p50) : '',
@@ -767,13 +768,23 @@ function reportReadsConcurrency(rc: RcResult): void {
   out(`### Mixed: POST /v1/collect at ${fmtInt(m.rate)} events/s (batches of 50, open loop, visitors of the reads' working set), ${o.mixedMs / 1000} s alone then ${o.mixedMs / 1000} s with every read at ${top} connections (cache on)`);
   out(
     table([
-      ['', 'intake p50', 'intake p99', 'requests', 'failed'],
-      ['intake alone', fmtMs(m.alone.p50), fmtMs(m.alone.p99), fmtInt(m.alone.sent), fmtInt(m.alone.failed)],
-      ['intake with reads', fmtMs(m.withReads.p50), fmtMs(m.withReads.p99), fmtInt(m.withReads.sent), fmtInt(m.withReads.failed)],
+      ['', 'intake p50', 'intake p99', 'requests', 'failed', 'why'],
+      ...([['intake alone', m.alone], ['intake with reads', m.withReads]] as const).map(([label, x]) => [
+        label,
+        fmtMs(x.p50),
+        fmtMs(x.p99),
+        fmtInt(x.sent),
+        fmtInt(x.failed),
+        Object.entries(x.refused)
+          .map(([why, n]) => `${fmtInt(n)} ${why}`)
+          .join('; '),
+      ]),
     ]),
   );
   const ratio = m.withReads.p99 / m.alone.p99;
-  out(`intake p99 with reads / alone: ${fmtRatio(ratio)} (target ≤ 1.50×: ${ratio <= 1.5 ? 'MET' : 'MISSED'})`);
+  // A p99 of the 202s alone says nothing when the intake refuses part of the rate without any reads.
+  const verdict = m.alone.failed > m.alone.sent / 100 ? 'NOT MEASURED: the intake alone refused more than 1 % at this rate' : ratio <= 1.5 ? 'MET' : 'MISSED';
+  out(`intake p99 with reads / alone: ${fmtRatio(ratio)} (target ≤ 1.50×: ${verdict})`);
   out(
     table([
       ['read (mixed, round-robin)', 'req/s', 'p50', 'p99'],

@@ -159,7 +159,7 @@ export const ConfigSchema = z.object({
    */
   READ_CACHE_TTL_MS: intFrom(0),
   /** Visitors whose scores one ClickHouse query reads at once (concurrent misses share it); 1: one query per visitor. */
-  READ_SCORE_BATCH_MAX: intFrom(64, 1).pipe(z.number().max(1000)),
+  READ_BATCH_MAX: intFrom(64, 1).pipe(z.number().max(1000)),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 

@@ -2,7 +2,7 @@ import { clientGone } from '../../shared/clickhouse/bounded-reads.ts';
 import { timelineScope, videoScope, visitorListScope, visitorScope } from '../../shared/read-touches.ts';
 import type { EventPageQuery, EventRow, EventsRepository, VisitorFactors } from './events.repository.ts';
 import type { ReadCache } from './read-cache.ts';
-import { ScoreBatcher } from './score-batcher.ts';
+import { ReadBatcher } from './read-batcher.ts';
 import type { TimelineRow, VisitorListQuery, VisitorRow, VisitorsRepository } from './visitors.repository.ts';
 
 /** The reads of a video's events and a visitor's score, as the read routes use them. */
@@ -31,10 +31,10 @@ export interface ReadModelOptions {
   visitors: VisitorsRepository;
   /** Absent: every read goes to ClickHouse. */
   cache?: ReadCache;
-  /** READ_SCORE_BATCH_MAX; 1: each score read is a query of its own, sent at once. */
-  scoreBatchMax: number;
-  /** Score queries running at once: the embedded engine runs one query at a time anyway. */
-  scoreInFlight: number;
+  /** READ_BATCH_MAX: visitors in one score or timeline query; 1: each read is a query of its own, sent at once. */
+  batchMax: number;
+  /** Batched queries of each kind running at once: the embedded engine runs one query at a time anyway. */
+  batchInFlight: number;
 }
 
 /** The earliest timestamp a keyset page depends on: its cursor's or its `since`, whichever is earlier. */
@@ -49,28 +49,30 @@ const pageFrom = (after: { ts: number } | undefined, sinceMs: number | undefined
 const pageTo = (rows: readonly { ts: number }[], wanted: number): number => (rows.length >= wanted ? rows.at(-1)!.ts : Number.POSITIVE_INFINITY);
 
 /**
- * The read routes' view of ClickHouse: the repositories, with the score
- * reads batched (score-batcher.ts) and, when a cache is given, every read
+ * The read routes' view of ClickHouse: the repositories, with score reads
+ * and timelines' first pages batched (read-batcher.ts) and, when a cache is given, every read
  * through it (read-cache.ts), keyed by every parameter that shapes its
  * answer and scoped by what invalidates it (shared/read-touches.ts).
  */
 export function readModel(opts: ReadModelOptions): { events: EventsReads; visitors: VisitorsReads } {
   const { events, visitors, cache } = opts;
-  const batcher =
-    opts.scoreBatchMax > 1
-      ? new ScoreBatcher<VisitorFactors>({
-          read: (tenant, ids, signal) => events.visitorFactorsMany(tenant, ids, signal),
-          maxBatch: opts.scoreBatchMax,
-          maxInFlight: opts.scoreInFlight,
-          clientGone,
-        })
-      : undefined;
+  const batched = opts.batchMax > 1;
+  const batcher = <V>(read: (group: string, ids: string[], signal: AbortSignal) => Promise<Map<string, V>>) =>
+    new ReadBatcher<V>({ read, maxBatch: opts.batchMax, maxInFlight: opts.batchInFlight, clientGone });
+  const scores = batcher((tenant, ids, signal) => events.visitorFactorsMany(tenant, ids, signal));
   const factors = (tenantId: string, visitorId: string, signal?: AbortSignal) =>
-    batcher ? batcher.get(tenantId, visitorId, signal) : events.visitorFactors(tenantId, visitorId, signal);
+    batched ? scores.get(tenantId, visitorId, signal) : events.visitorFactors(tenantId, visitorId, signal);
+  // First pages batch by what their query shares; a page after a cursor is read alone.
+  const firstPages = batcher((group, visitorIds, signal) => {
+    const [tenantId, sinceMs, limit] = JSON.parse(group) as [string, number | null, number];
+    return visitors.firstPages({ tenantId, visitorIds, sinceMs: sinceMs ?? undefined, limit }, signal);
+  });
+  const timeline = async (q: TimelineQuery, signal?: AbortSignal): Promise<TimelineRow[]> =>
+    batched && !q.after ? ((await firstPages.get(JSON.stringify([q.tenantId, q.sinceMs ?? null, q.limit]), q.visitorId, signal)) ?? []) : visitors.timeline(q, signal);
   if (!cache) {
     return {
       events: { page: (q, signal) => events.page(q, signal), visitorFactors: factors },
-      visitors: { list: (q, s) => visitors.list(q, s), timeline: (q, s) => visitors.timeline(q, s), seen: (t, v, s) => visitors.seen(t, v, s) },
+      visitors: { list: (q, s) => visitors.list(q, s), timeline, seen: (t, v, s) => visitors.seen(t, v, s) },
     };
   }
   const one = () => 1;
@@ -113,7 +115,7 @@ export function readModel(opts: ReadModelOptions): { events: EventsReads; visito
             scope: timelineScope(q.tenantId, q.visitorId),
             weight: rowsOf,
           },
-          (s) => visitors.timeline(q, s),
+          (s) => timeline(q, s),
           signal,
         ),
       seen: (tenantId, visitorId, signal) =>

@@ -106,7 +106,7 @@ export function visitorFactorsQuery(tenantId: string, visitorId: string): { quer
 }
 
 /**
- * The same for several visitors of one tenant in one query (score-batcher.ts),
+ * The same for several visitors of one tenant in one query (read-batcher.ts),
  * one row per visitor the tenant has events of. `visitor_id IN` keeps to the
  * visitors' key ranges as `=` does for one.
  */

@@ -14,6 +14,7 @@ import type { EventsReads, VisitorsReads } from './cached-reads.ts';
 import { visitorPages, visitorView } from './visitor-pages.ts';
 import type { AnalyticsRepository } from './analytics.repository.ts';
 import { analyticsRoutes } from './analytics.routes.ts';
+import { renderedOnce } from './rendered.ts';
 
 export interface ReadApiRoutesOptions {
   store: ConfigStore;
@@ -39,6 +40,10 @@ export async function readApiRoutes(root: FastifyInstance, deps: ReadApiRoutesOp
   const videoPages = keysetPages('cur', deps.cursorSecret);
   const visitorListPages = visitorPages('vsr', deps.cursorSecret);
   const timelinePages = keysetPages('vtl', deps.cursorSecret);
+  const eventsBody = renderedOnce(page(VideoEvent));
+  const scoreBody = renderedOnce(VisitorScore);
+  const visitorsBody = renderedOnce(page(Visitor));
+  const timelineBody = renderedOnce(page(VisitorEvent));
 
   /** The video, if the caller's tenant owns it: 404 for none, 403 for another tenant's. */
   const ownedVideo = (tenantId: string, raw: string) => {
@@ -92,12 +97,14 @@ export async function readApiRoutes(root: FastifyInstance, deps: ReadApiRoutesOp
       const { limit, since, cursor } = req.query;
       const after = eventPages.after(cursor, video.id);
       const rows = await deps.events.page({ tenantId, videoId: video.id, sinceMs: sinceMs(since), after, limit: limit + 1 }, clientGoneSignal(reply));
-      return eventPages.page(
-        rows,
-        limit,
-        video.id,
-        (r) => ({ ts: r.ts, id: r.event_id }),
-        (r) => ({ event: shortName(r.event_name), visitor_id: r.visitor_id, timestamp: isoTime(r.ts) }),
+      return eventsBody(reply, rows, () =>
+        eventPages.page(
+          rows,
+          limit,
+          video.id,
+          (r) => ({ ts: r.ts, id: r.event_id }),
+          (r) => ({ event: shortName(r.event_name), visitor_id: r.visitor_id, timestamp: isoTime(r.ts) }),
+        ),
       );
     },
   );
@@ -124,8 +131,10 @@ export async function readApiRoutes(root: FastifyInstance, deps: ReadApiRoutesOp
       // own events count, and none is 404 whoever else has seen the id.
       const mine = await deps.events.visitorFactors(tenantId, visitorId, clientGoneSignal(reply));
       if (!mine) throw new ApiError('not_found', 'no events for this visitor');
-      const factors = factorsFrom(mine);
-      return { visitor_id: visitorId, score: scoreV1(factors), factors, computed_at: isoTime(mine.last_ts), score_version: SCORE_VERSION };
+      return scoreBody(reply, mine, () => {
+        const factors = factorsFrom(mine);
+        return { visitor_id: visitorId, score: scoreV1(factors), factors, computed_at: isoTime(mine.last_ts), score_version: SCORE_VERSION };
+      });
     },
   );
 
@@ -151,7 +160,7 @@ export async function readApiRoutes(root: FastifyInstance, deps: ReadApiRoutesOp
       const scope = [tenantId, q.order, q.min_score ?? null, since ?? null, videoId ?? null];
       const after = visitorListPages.after(q.cursor, scope);
       const rows = await deps.visitors.list({ tenantId, order: q.order, minScore: q.min_score, sinceMs: since, videoId, after, limit: q.limit + 1 }, clientGoneSignal(reply));
-      return visitorListPages.page(rows, q.limit, scope, visitorView);
+      return visitorsBody(reply, rows, () => visitorListPages.page(rows, q.limit, scope, visitorView));
     },
   );
 
@@ -181,12 +190,14 @@ export async function readApiRoutes(root: FastifyInstance, deps: ReadApiRoutesOp
       const rows = await deps.visitors.timeline({ tenantId, visitorId, sinceMs: sinceMs(since), after, limit: limit + 1 }, signal);
       // As for the score: only the caller's tenant counts, so another tenant's visitor is 404 too.
       if (rows.length === 0 && !after && !(await deps.visitors.seen(tenantId, visitorId, signal))) throw new ApiError('not_found', 'no events for this visitor');
-      return timelinePages.page(
-        rows,
-        limit,
-        scope,
-        (r) => ({ ts: r.ts, id: r.event_id }),
-        (r) => ({ event: shortName(r.event_name), video_id: toVideoId(r.video_id), session_id: r.session_id, timestamp: isoTime(r.ts) }),
+      return timelineBody(reply, rows, () =>
+        timelinePages.page(
+          rows,
+          limit,
+          scope,
+          (r) => ({ ts: r.ts, id: r.event_id }),
+          (r) => ({ event: shortName(r.event_name), video_id: toVideoId(r.video_id), session_id: r.session_id, timestamp: isoTime(r.ts) }),
+        ),
       );
     },
   );

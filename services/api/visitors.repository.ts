@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { BoundedReads } from '../../shared/clickhouse/bounded-reads.ts';
 import { chFloat, chInt, chNullableInt, chUuid } from '../../shared/clickhouse/rows.ts';
 import type { ScoreFactors } from '../../shared/score.ts';
-import { readDistinct } from './event-page.ts';
+import { appendDistinct, readDistinct, rowsToFetch } from './event-page.ts';
 
 /** How a list of visitors is ordered: newest first by last_seen, by score, or by when its lead was raised. */
 export type VisitorOrder = 'last_seen' | 'score' | 'lead';
@@ -131,6 +131,9 @@ export function visitorListQuery(q: VisitorListQuery): { query: string; query_pa
   };
 }
 
+const TIMELINE_COLUMNS = 'event_name, toString(video_id) AS vid, session_id, toUnixTimestamp64Milli(timestamp) AS ts, toString(event_id) AS id_text';
+const SINCE_SQL = "AND timestamp >= fromUnixTimestamp64Milli({since:Int64}, 'UTC')";
+
 /**
  * The SQL of one read of a visitor's timeline: up to `rows` rows of
  * visitor_timeline in key order, a replay's copies included (event-page.ts
@@ -142,10 +145,10 @@ export function timelineQuery(
 ): { query: string; query_params: Record<string, unknown> } {
   return {
     query: `
-        SELECT event_name, toString(video_id) AS vid, session_id, toUnixTimestamp64Milli(timestamp) AS ts, toString(event_id) AS id_text
+        SELECT ${TIMELINE_COLUMNS}
         FROM visitor_timeline
         WHERE tenant_id = {tenant:UUID} AND visitor_id = {visitor:String}
-          ${q.sinceMs === undefined ? '' : "AND timestamp >= fromUnixTimestamp64Milli({since:Int64}, 'UTC')"}
+          ${q.sinceMs === undefined ? '' : SINCE_SQL}
           ${
             q.after
               ? `AND timestamp >= fromUnixTimestamp64Milli({after_ts:Int64}, 'UTC')
@@ -165,6 +168,31 @@ export function timelineQuery(
     }),
   };
 }
+
+/**
+ * The SQL of the first pages of several visitors' timelines in one read
+ * (read-batcher.ts): up to `rows` rows of each, in key order, copies
+ * included. `visitor_id IN` keeps to the visitors' key ranges as `=` does.
+ */
+export function timelineFirstPagesQuery(
+  q: { tenantId: string; visitorIds: string[]; sinceMs?: number },
+  rows: number,
+): { query: string; query_params: Record<string, unknown> } {
+  return {
+    query: `
+        SELECT visitor_id AS vis, ${TIMELINE_COLUMNS}
+        FROM visitor_timeline
+        WHERE tenant_id = {tenant:UUID} AND visitor_id IN {visitors:Array(String)}
+          ${q.sinceMs === undefined ? '' : SINCE_SQL}
+        ORDER BY visitor_id, timestamp, event_id
+        LIMIT {rows:UInt32} BY visitor_id
+        SETTINGS max_block_size = 1024`,
+    query_params: defined({ tenant: q.tenantId, visitors: q.visitorIds, since: q.sinceMs, rows }),
+  };
+}
+
+const TimelinePagesRow = TimelinePageRow.extend({ vis: z.string() });
+const timelineRow = (r: z.output<typeof TimelinePageRow>): TimelineRow => ({ event_name: r.event_name, video_id: r.vid, session_id: r.session_id, ts: r.ts, event_id: r.id_text });
 
 /** Reads of the visitor read model (`visitors`, `visitor_timeline`), bounded. */
 export class VisitorsRepository {
@@ -197,8 +225,40 @@ export class VisitorsRepository {
   ): Promise<TimelineRow[]> {
     return readDistinct(q.limit, q.after, async (after, rows) => {
       const found = await this.#reads.rows('visitor timeline', TimelinePageRow, timelineQuery({ ...q, after }, rows), signal);
-      return found.map((r) => ({ event_name: r.event_name, video_id: r.vid, session_id: r.session_id, ts: r.ts, event_id: r.id_text }));
+      return found.map(timelineRow);
     });
+  }
+
+  /**
+   * The first page of each visitor's timeline, as `timeline` reads it with
+   * no cursor, in as few queries as the row bound allows; visitors without
+   * events are absent. A page that a replay's copies left short while more
+   * rows follow is read on alone, as `timeline` would.
+   */
+  async firstPages(
+    q: { tenantId: string; visitorIds: string[]; sinceMs?: number; limit: number },
+    signal?: AbortSignal,
+  ): Promise<Map<string, TimelineRow[]>> {
+    const want = rowsToFetch(q.limit);
+    const perQuery = Math.max(1, Math.floor(this.#reads.maxResultRows / want));
+    const pages = new Map<string, TimelineRow[]>();
+    for (let i = 0; i < q.visitorIds.length; i += perQuery) {
+      const visitorIds = q.visitorIds.slice(i, i + perQuery);
+      const found = await this.#reads.rows('visitor timelines', TimelinePagesRow, timelineFirstPagesQuery({ ...q, visitorIds }, want), signal);
+      const raw = new Map<string, TimelineRow[]>();
+      for (const r of found) {
+        let rows = raw.get(r.vis);
+        if (!rows) raw.set(r.vis, (rows = []));
+        rows.push(timelineRow(r));
+      }
+      for (const [visitorId, rows] of raw) {
+        const page: TimelineRow[] = [];
+        appendDistinct(page, rows);
+        const whole = page.length >= q.limit || rows.length < want;
+        pages.set(visitorId, whole ? page.slice(0, q.limit) : await this.timeline({ tenantId: q.tenantId, visitorId, sinceMs: q.sinceMs, limit: q.limit }, signal));
+      }
+    }
+    return pages;
   }
 
   /**

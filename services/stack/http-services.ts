@@ -44,7 +44,7 @@ export type HttpConfig = Pick<
   | 'READ_MAX_MEMORY_BYTES'
   | 'READ_MAX_RESULT_ROWS'
   | 'CLICKHOUSE_URL'
-  | 'READ_SCORE_BATCH_MAX'
+  | 'READ_BATCH_MAX'
 >;
 
 /** The one Fastify app of a process, as the configuration sets it up; no routes of the services yet. */
@@ -107,9 +107,9 @@ export async function mountHttpServices(app: App, deps: HttpServicesDeps): Promi
       events: new EventsRepository(reads(ch)),
       visitors: new VisitorsRepository(reads(ch)),
       cache: deps.readCache,
-      scoreBatchMax: deps.config.READ_SCORE_BATCH_MAX,
+      batchMax: deps.config.READ_BATCH_MAX,
       // The embedded engine runs one query at a time: one batch running lets the next gather every read that arrives meanwhile.
-      scoreInFlight: deps.config.CLICKHOUSE_URL === undefined ? 1 : 4,
+      batchInFlight: deps.config.CLICKHOUSE_URL === undefined ? 1 : 4,
     });
     const api = startApi({ app, store, events: model.events, analytics: new AnalyticsRepository(reads(ch)), visitors: model.visitors, cursorSecret: required(deps.secrets.cursorSecret, 'CURSOR_SECRET', 'api'), apiKeyAuth: auth });
     mounted.push({ name: 'api', ...api });

@@ -86,6 +86,11 @@ export class BoundedReads {
     this.#server = opts.server;
   }
 
+  /** Most rows one read may answer (READ_MAX_RESULT_ROWS): a batched read splits to stay under it. */
+  get maxResultRows(): number {
+    return this.#bounds.READ_MAX_RESULT_ROWS;
+  }
+
   /** The rows of `q`, each parsed with `schema`; `name` names the read in errors. */
   async rows<T extends z.ZodType>(name: string, schema: T, q: ReadQuery, signal?: AbortSignal): Promise<z.output<T>[]> {
     if (signal?.aborted) throw clientGone();

@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { ScoreBatcher } from './score-batcher.ts';
+import { ReadBatcher } from './read-batcher.ts';
 
 class Gone extends Error {}
 
 /** A batcher whose reads are held until released, recording each query's visitors. */
 function held(maxBatch: number, maxInFlight = 1) {
   const queries: { tenant: string; visitors: string[]; signal: AbortSignal; release: () => void }[] = [];
-  const batcher = new ScoreBatcher<string>({
+  const batcher = new ReadBatcher<string>({
     maxBatch,
     maxInFlight,
     clientGone: () => new Gone('gone'),
@@ -21,7 +21,7 @@ function held(maxBatch: number, maxInFlight = 1) {
 
 const tick = () => new Promise((r) => setImmediate(r));
 
-describe('ScoreBatcher', () => {
+describe('ReadBatcher', () => {
   it('sends the first read at once and the reads that arrive meanwhile as one query per tenant', async () => {
     const { batcher, queries } = held(64);
     const first = batcher.get('T', 'a');

@@ -1,14 +1,16 @@
 /**
- * Score reads of many visitors as one query. The engine's cost of a query is
- * mostly fixed (parsing, planning, opening parts), so reading 64 visitors'
- * rows costs about what one costs: concurrent score reads that would queue
- * behind each other are sent together instead. No timer: a read goes out at
- * once when fewer than `maxInFlight` batches are running, and the reads that
- * arrive meanwhile wait for the next free slot and go out as one batch.
+ * Reads of many visitors as one query (scores, first pages of timelines).
+ * The engine's cost of a query is mostly fixed (parsing, planning, opening
+ * parts), so reading 64 visitors' rows costs about what one costs: concurrent
+ * reads that would queue behind each other are sent together instead. No
+ * timer: a read goes out at once when fewer than `maxInFlight` batches are
+ * running, and the reads that arrive meanwhile wait for the next free slot
+ * and go out as one batch. Reads are batched within a group: a tenant and
+ * whatever else the query shares (a timeline's `since` and page size).
  */
-export interface ScoreBatcherOptions<V> {
-  /** Reads the given visitors of one tenant; visitors without rows are absent from the answer. */
-  read: (tenant: string, visitors: string[], signal: AbortSignal) => Promise<Map<string, V>>;
+export interface ReadBatcherOptions<V> {
+  /** Reads the given visitors of one group; visitors without rows are absent from the answer. */
+  read: (group: string, visitors: string[], signal: AbortSignal) => Promise<Map<string, V>>;
   /** Most visitors in one query. */
   maxBatch: number;
   /** Most queries running at once. */
@@ -24,35 +26,35 @@ interface Waiter<V> {
   leave?: () => void;
 }
 
-export class ScoreBatcher<V> {
-  readonly #opts: ScoreBatcherOptions<V>;
-  /** Tenant → visitor → waiters, tenants in the order their first read arrived. */
+export class ReadBatcher<V> {
+  readonly #opts: ReadBatcherOptions<V>;
+  /** Group → visitor → waiters, groups in the order their first read arrived. */
   readonly #queue = new Map<string, Map<string, Waiter<V>[]>>();
   #inFlight = 0;
   /** Queries sent and visitors they read (the benchmark's batch size). */
   readonly counts = { queries: 0, visitors: 0 };
 
-  constructor(opts: ScoreBatcherOptions<V>) {
+  constructor(opts: ReadBatcherOptions<V>) {
     this.#opts = opts;
   }
 
-  /** The visitor's factor inputs in the tenant, or undefined when the tenant has none. */
-  get(tenant: string, visitor: string, signal?: AbortSignal): Promise<V | undefined> {
+  /** The visitor's answer in the group, or undefined when the group has none. */
+  get(group: string, visitor: string, signal?: AbortSignal): Promise<V | undefined> {
     if (signal?.aborted) return Promise.reject(this.#opts.clientGone());
     return new Promise((resolve, reject) => {
-      let byVisitor = this.#queue.get(tenant);
-      if (!byVisitor) this.#queue.set(tenant, (byVisitor = new Map()));
+      let byVisitor = this.#queue.get(group);
+      if (!byVisitor) this.#queue.set(group, (byVisitor = new Map()));
       let waiters = byVisitor.get(visitor);
       if (!waiters) byVisitor.set(visitor, (waiters = []));
       const w: Waiter<V> = { resolve, reject, signal };
       if (signal) {
         // Still queued: leave the queue; already sent: the batch is given up when nobody else waits on it.
         w.leave = () => {
-          const list = this.#queue.get(tenant)?.get(visitor);
+          const list = this.#queue.get(group)?.get(visitor);
           const i = list?.indexOf(w) ?? -1;
           if (list && i >= 0) {
             list.splice(i, 1);
-            if (list.length === 0) this.#dropQueued(tenant, visitor);
+            if (list.length === 0) this.#dropQueued(group, visitor);
           }
           reject(this.#opts.clientGone());
         };
@@ -63,29 +65,29 @@ export class ScoreBatcher<V> {
     });
   }
 
-  #dropQueued(tenant: string, visitor: string): void {
-    const byVisitor = this.#queue.get(tenant);
+  #dropQueued(group: string, visitor: string): void {
+    const byVisitor = this.#queue.get(group);
     byVisitor?.delete(visitor);
-    if (byVisitor?.size === 0) this.#queue.delete(tenant);
+    if (byVisitor?.size === 0) this.#queue.delete(group);
   }
 
   #pump(): void {
     while (this.#inFlight < this.#opts.maxInFlight && this.#queue.size > 0) {
-      const [tenant, byVisitor] = this.#queue.entries().next().value!;
+      const [group, byVisitor] = this.#queue.entries().next().value!;
       const batch: [string, Waiter<V>[]][] = [];
       for (const entry of byVisitor) {
         batch.push(entry);
         if (batch.length === this.#opts.maxBatch) break;
       }
       for (const [visitor] of batch) byVisitor.delete(visitor);
-      // A tenant with more waiting goes to the back of the line behind the others.
-      this.#queue.delete(tenant);
-      if (byVisitor.size > 0) this.#queue.set(tenant, byVisitor);
-      void this.#send(tenant, batch);
+      // A group with more waiting goes to the back of the line behind the others.
+      this.#queue.delete(group);
+      if (byVisitor.size > 0) this.#queue.set(group, byVisitor);
+      void this.#send(group, batch);
     }
   }
 
-  async #send(tenant: string, batch: [string, Waiter<V>[]][]): Promise<void> {
+  async #send(group: string, batch: [string, Waiter<V>[]][]): Promise<void> {
     this.#inFlight++;
     const controller = new AbortController();
     const all = batch.flatMap(([, ws]) => ws);
@@ -105,7 +107,7 @@ export class ScoreBatcher<V> {
     this.counts.visitors += batch.length;
     try {
       const found = await this.#opts.read(
-        tenant,
+        group,
         batch.map(([v]) => v),
         controller.signal,
       );
