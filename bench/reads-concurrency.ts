@@ -2,7 +2,7 @@
  * `BENCH_PHASES=reads-concurrency npm run bench`: each read of the API at
  * 1/4/16/64 connections, closed loop, against two stacks loaded with the
  * same events: one with the read cache and score batching off
- * (READ_CACHE_MAX_ROWS=0, READ_BATCH_MAX=1: the reads as they were
+ * (READ_CACHE_MAX_BYTES=0, READ_BATCH_MAX=1: the reads as they were
  * before issue 26) and one with the defaults, cell by cell in turn. Beside
  * each row: the HTTP layer's ceiling (GET /v1/videos, served from memory) and
  * the engine's own (the read's SQL straight to the ClickHouse client in the
@@ -56,6 +56,8 @@ export interface RcOptions {
   workingSet: number;
   mixedRate: number;
   mixedMs: number;
+  /** SERVICES of both stacks. */
+  services: string;
   adminToken: string;
   cursorSecret: string;
 }
@@ -143,7 +145,7 @@ export async function benchReadsConcurrency(ctx: BenchContext, opts: RcOptions):
   const sinceMs = Math.floor(startMs + spanMs * 0.75);
 
   const prepare = async (name: string, extra: Record<string, string>): Promise<Target> => {
-    const { worker } = await ctx.startWorker(name, 'ingest,projector,fanout,derived,api,admin', extra);
+    const { worker } = await ctx.startWorker(name, opts.services, extra);
     const admin = new HttpClient(worker.ready.url, 2);
     const t = await setupTenant(admin, opts.adminToken, `bench reads concurrency ${name}`, 4, true);
     admin.close();
@@ -159,7 +161,7 @@ export async function benchReadsConcurrency(ctx: BenchContext, opts: RcOptions):
   };
 
   // The same events in both; the cursor secret is the run's, so a cursor made for one works on either.
-  const off = await prepare('rc-off', { READ_CACHE_MAX_ROWS: '0', READ_BATCH_MAX: '1' });
+  const off = await prepare('rc-off', { READ_CACHE_MAX_BYTES: '0', READ_BATCH_MAX: '1' });
   const on = await prepare('rc-on', {});
   const stacks = { off, on };
 

@@ -126,6 +126,13 @@ const PLAN = {
   rcWorkingSet: 2000,
   /** BENCH_RC_MIXED_RATE: events/s of the intake in the mixed run. */
   rcMixedRate: Number(process.env.BENCH_RC_MIXED_RATE ?? 10_000),
+  /**
+   * BENCH_RC_SERVICES: what the reads-concurrency stacks run. By default the
+   * read path and what it needs (the intake, the projector whose inserts
+   * invalidate the cache, the API); the derived-events and fan-out services
+   * would take their own machines' CPU in a deployment, not this process's.
+   */
+  rcServices: process.env.BENCH_RC_SERVICES ?? 'ingest,projector,api,admin',
   rcMixedMs: QUICK ? 3000 : 10_000,
 };
 
@@ -322,6 +329,7 @@ async function main(): Promise<void> {
         warmMs: PLAN.rcWarmMs,
         workingSet: PLAN.rcWorkingSet,
         mixedRate: PLAN.rcMixedRate,
+        services: PLAN.rcServices,
         mixedMs: PLAN.rcMixedMs,
         adminToken,
         cursorSecret,
@@ -714,7 +722,7 @@ function reportReadsConcurrency(rc: RcResult): void {
   out(`## Reads under concurrency over ${fmtInt(rc.stored)} stored events (closed loop, ${o.cellMs / 1000} s per cell after ${o.warmMs / 1000} s warm-up)`);
   out(loadNote('reads-concurrency'));
   out(
-    'two stacks loaded with the same events, cells in turn: "off" = READ_CACHE_MAX_ROWS=0 READ_BATCH_MAX=1 (the reads as before issue 26), "on" = the defaults; ' +
+    `two stacks (SERVICES=${o.services}) loaded with the same events, cells in turn: "off" = READ_CACHE_MAX_BYTES=0 READ_BATCH_MAX=1 (the reads as before issue 26), "on" = the defaults; ` +
       `score and timeline requests cycle over ${fmtInt(o.workingSet)} visitors; "hit" = share the cache answered in that cell; ` +
       'HTTP = GET /v1/videos (from memory) at the same connections; engine = the read\'s SQL straight to the ClickHouse client in the stack\'s process, as many at once; each row\'s four cells run back to back (HTTP, off, on, engine); CPU = ms of the stack process\'s CPU (service and embedded engine) per answered request',
   );

@@ -214,12 +214,12 @@ function sharedHealth(config: Config, shared: Shared): HealthSource[] {
  */
 function startReadCache(core: Core): ReadCache | undefined {
   const { config, services, metrics } = core;
-  if (!services.has('api') || config.READ_CACHE_MAX_ROWS === 0) return undefined;
+  if (!services.has('api') || config.READ_CACHE_MAX_BYTES === 0) return undefined;
   const invalidated = services.has('projector');
   if (!invalidated && config.READ_CACHE_TTL_MS === 0) return undefined;
   const cache = new ReadCache({
-    maxRows: config.READ_CACHE_MAX_ROWS,
-    tenantMaxRows: Math.min(config.READ_CACHE_TENANT_MAX_ROWS, config.READ_CACHE_MAX_ROWS),
+    maxWeight: config.READ_CACHE_MAX_BYTES,
+    tenantMaxWeight: Math.min(config.READ_CACHE_TENANT_MAX_BYTES, config.READ_CACHE_MAX_BYTES),
     ttlMs: invalidated ? 0 : config.READ_CACHE_TTL_MS,
     clientGone,
   });

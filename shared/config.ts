@@ -144,13 +144,14 @@ export const ConfigSchema = z.object({
   /** Most rows one read query of the API may answer (max_result_rows). */
   READ_MAX_RESULT_ROWS: intFrom(100_000, 10_000),
   /**
-   * Rows the API's in-process read cache may hold in all (scores count one,
-   * a page its rows); 0: no cache. Entries are dropped by the projector's
-   * own notice of what each insert touched (services/api/read-cache.ts).
+   * Bytes of answers the API's in-process read cache may hold in all (each
+   * entry its JSON body and a fixed share for its key); 0: no cache. Entries
+   * are dropped by the projector's own notice of what each insert touched
+   * (services/api/read-cache.ts).
    */
-  READ_CACHE_MAX_ROWS: intFrom(200_000),
-  /** Most of READ_CACHE_MAX_ROWS one tenant may hold: beyond it the tenant evicts its own entries. */
-  READ_CACHE_TENANT_MAX_ROWS: intFrom(50_000, 1),
+  READ_CACHE_MAX_BYTES: intFrom(256 * 2 ** 20),
+  /** Most of READ_CACHE_MAX_BYTES one tenant may hold: beyond it the tenant evicts its own entries. */
+  READ_CACHE_TENANT_MAX_BYTES: intFrom(64 * 2 ** 20, 1),
   /**
    * Without a projector in the same process (the API apart, against a
    * ClickHouse server), nothing tells the cache what changed: entries then

@@ -60,7 +60,7 @@ describe('reads with a replay\'s copies unmerged', () => {
       // The copies below are inserted behind the projector's back, so no cache would hear of them: the
       // engine's own reads are what this file checks (test/read-cache-exactness.test.ts checks the cache
       // with a replay through the projector). Score reads are still batched.
-      READ_CACHE_MAX_ROWS: '0',
+      READ_CACHE_MAX_BYTES: '0',
       // The reference is taken once: a session ending on a slow machine (no event for a minute) would add
       // a derived event to the list after it.
       DERIVED_SESSION_IDLE_MS: '3600000',

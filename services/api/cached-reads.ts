@@ -5,10 +5,23 @@ import type { ReadCache } from './read-cache.ts';
 import { ReadBatcher } from './read-batcher.ts';
 import type { TimelineRow, VisitorListQuery, VisitorRow, VisitorsRepository } from './visitors.repository.ts';
 
+/**
+ * An answer as the read routes send it: its JSON body, made by the route's
+ * `render`, and how many rows it was made of. With a cache, the cache holds
+ * these bodies, so `render` may use only what the read's key holds (the
+ * tenant and every parameter of the query): concurrent misses of one key
+ * share the first one's body.
+ */
+export interface Rendered {
+  body: string;
+  rows: number;
+}
+
 /** The reads of a video's events and a visitor's score, as the read routes use them. */
 export interface EventsReads {
-  page(q: EventPageQuery, signal?: AbortSignal): Promise<EventRow[]>;
-  visitorFactors(tenantId: string, visitorId: string, signal?: AbortSignal): Promise<VisitorFactors | undefined>;
+  page(q: EventPageQuery, render: (rows: EventRow[]) => string, signal?: AbortSignal): Promise<Rendered>;
+  /** The visitor's score answer, or undefined when the tenant has no event of the visitor. */
+  score(tenantId: string, visitorId: string, render: (factors: VisitorFactors) => string, signal?: AbortSignal): Promise<string | undefined>;
 }
 
 export interface TimelineQuery {
@@ -21,8 +34,8 @@ export interface TimelineQuery {
 
 /** The reads of the visitor read model, as the read routes use them. */
 export interface VisitorsReads {
-  list(q: VisitorListQuery, signal?: AbortSignal): Promise<VisitorRow[]>;
-  timeline(q: TimelineQuery, signal?: AbortSignal): Promise<TimelineRow[]>;
+  list(q: VisitorListQuery, render: (rows: VisitorRow[]) => string, signal?: AbortSignal): Promise<Rendered>;
+  timeline(q: TimelineQuery, render: (rows: TimelineRow[]) => string, signal?: AbortSignal): Promise<Rendered>;
   seen(tenantId: string, visitorId: string, signal?: AbortSignal): Promise<boolean>;
 }
 
@@ -69,57 +82,71 @@ export function readModel(opts: ReadModelOptions): { events: EventsReads; visito
   });
   const timeline = async (q: TimelineQuery, signal?: AbortSignal): Promise<TimelineRow[]> =>
     batched && !q.after ? ((await firstPages.get(JSON.stringify([q.tenantId, q.sinceMs ?? null, q.limit]), q.visitorId, signal)) ?? []) : visitors.timeline(q, signal);
+  const rendered = <R>(rows: R[], render: (rows: R[]) => string): Rendered => ({ body: render(rows), rows: rows.length });
+  const score = async (tenantId: string, visitorId: string, render: (f: VisitorFactors) => string, signal?: AbortSignal) => {
+    const found = await factors(tenantId, visitorId, signal);
+    return found && render(found);
+  };
   if (!cache) {
     return {
-      events: { page: (q, signal) => events.page(q, signal), visitorFactors: factors },
-      visitors: { list: (q, s) => visitors.list(q, s), timeline, seen: (t, v, s) => visitors.seen(t, v, s) },
+      events: { page: async (q, render, s) => rendered(await events.page(q, s), render), score },
+      visitors: {
+        list: async (q, render, s) => rendered(await visitors.list(q, s), render),
+        timeline: async (q, render, s) => rendered(await timeline(q, s), render),
+        seen: (t, v, s) => visitors.seen(t, v, s),
+      },
     };
   }
-  const one = () => 1;
-  const rowsOf = <R>(rows: readonly R[]) => rows.length;
+  // An entry weighs its body and a fixed share for its key and bookkeeping (READ_CACHE_MAX_BYTES).
+  const ENTRY_BYTES = 256;
+  const fixed = () => ENTRY_BYTES;
+  const bytesOf = (r: Rendered) => ENTRY_BYTES + r.body.length;
   return {
     events: {
-      page: (q, signal) =>
-        cache.read(
+      page: (q, render, signal) =>
+        cache.read<Rendered & { to: number }>(
           {
             tenant: q.tenantId,
             key: `page\u0000${q.videoId}\u0000${q.sinceMs ?? ''}\u0000${q.after?.ts ?? ''}\u0000${q.after?.id ?? ''}\u0000${q.limit}`,
             scope: videoScope(q.tenantId, q.videoId),
             from: pageFrom(q.after, q.sinceMs),
-            to: (rows: EventRow[]) => pageTo(rows, q.limit),
-            weight: rowsOf,
+            to: (r) => r.to,
+            weight: bytesOf,
           },
-          (s) => events.page(q, s),
+          async (s) => {
+            const rows = await events.page(q, s);
+            return { ...rendered(rows, render), to: pageTo(rows, q.limit) };
+          },
           signal,
         ),
-      visitorFactors: (tenantId, visitorId, signal) =>
-        cache.read({ tenant: tenantId, key: `score\u0000${visitorId}`, scope: visitorScope(tenantId, visitorId), weight: one }, (s) => factors(tenantId, visitorId, s), signal),
+      score: (tenantId, visitorId, render, signal) =>
+        cache.read({ tenant: tenantId, key: `score\u0000${visitorId}`, scope: visitorScope(tenantId, visitorId), weight: (body) => ENTRY_BYTES + (body?.length ?? 0) }, (s) => score(tenantId, visitorId, render, s), signal),
     },
     visitors: {
-      list: (q, signal) =>
+      list: (q, render, signal) =>
         cache.read(
           {
             tenant: q.tenantId,
             key: `list\u0000${q.order}\u0000${q.minScore ?? ''}\u0000${q.sinceMs ?? ''}\u0000${q.videoId ?? ''}\u0000${q.after?.key ?? ''}\u0000${q.after?.visitorId ?? ''}\u0000${q.limit}`,
             scope: visitorListScope(q.tenantId),
-            weight: rowsOf,
+            weight: bytesOf,
           },
-          (s) => visitors.list(q, s),
+          async (s) => rendered(await visitors.list(q, s), render),
           signal,
         ),
-      timeline: (q, signal) =>
+      timeline: (q, render, signal) =>
         cache.read(
           {
             tenant: q.tenantId,
             key: `timeline\u0000${q.visitorId}\u0000${q.sinceMs ?? ''}\u0000${q.after?.ts ?? ''}\u0000${q.after?.id ?? ''}\u0000${q.limit}`,
             scope: timelineScope(q.tenantId, q.visitorId),
-            weight: rowsOf,
+            weight: bytesOf,
           },
-          (s) => timeline(q, s),
+          async (s) => rendered(await timeline(q, s), render),
           signal,
         ),
       seen: (tenantId, visitorId, signal) =>
-        cache.read({ tenant: tenantId, key: `seen\u0000${visitorId}`, scope: visitorScope(tenantId, visitorId), weight: one }, (s) => visitors.seen(tenantId, visitorId, s), signal),
+        cache.read({ tenant: tenantId, key: `seen\u0000${visitorId}`, scope: visitorScope(tenantId, visitorId), weight: fixed }, (s) => visitors.seen(tenantId, visitorId, s), signal),
     },
   };
 }

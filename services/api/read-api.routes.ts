@@ -14,7 +14,7 @@ import type { EventsReads, VisitorsReads } from './cached-reads.ts';
 import { visitorPages, visitorView } from './visitor-pages.ts';
 import type { AnalyticsRepository } from './analytics.repository.ts';
 import { analyticsRoutes } from './analytics.routes.ts';
-import { renderedOnce } from './rendered.ts';
+import { jsonBody, sendJson } from './rendered.ts';
 
 export interface ReadApiRoutesOptions {
   store: ConfigStore;
@@ -40,10 +40,10 @@ export async function readApiRoutes(root: FastifyInstance, deps: ReadApiRoutesOp
   const videoPages = keysetPages('cur', deps.cursorSecret);
   const visitorListPages = visitorPages('vsr', deps.cursorSecret);
   const timelinePages = keysetPages('vtl', deps.cursorSecret);
-  const eventsBody = renderedOnce(page(VideoEvent));
-  const scoreBody = renderedOnce(VisitorScore);
-  const visitorsBody = renderedOnce(page(Visitor));
-  const timelineBody = renderedOnce(page(VisitorEvent));
+  const eventsBody = jsonBody(page(VideoEvent));
+  const scoreBody = jsonBody(VisitorScore);
+  const visitorsBody = jsonBody(page(Visitor));
+  const timelineBody = jsonBody(page(VisitorEvent));
 
   /** The video, if the caller's tenant owns it: 404 for none, 403 for another tenant's. */
   const ownedVideo = (tenantId: string, raw: string) => {
@@ -96,16 +96,21 @@ export async function readApiRoutes(root: FastifyInstance, deps: ReadApiRoutesOp
       const video = ownedVideo(tenantId, req.params.video_id);
       const { limit, since, cursor } = req.query;
       const after = eventPages.after(cursor, video.id);
-      const rows = await deps.events.page({ tenantId, videoId: video.id, sinceMs: sinceMs(since), after, limit: limit + 1 }, clientGoneSignal(reply));
-      return eventsBody(reply, rows, () =>
-        eventPages.page(
-          rows,
-          limit,
-          video.id,
-          (r) => ({ ts: r.ts, id: r.event_id }),
-          (r) => ({ event: shortName(r.event_name), visitor_id: r.visitor_id, timestamp: isoTime(r.ts) }),
-        ),
+      const answer = await deps.events.page(
+        { tenantId, videoId: video.id, sinceMs: sinceMs(since), after, limit: limit + 1 },
+        (rows) =>
+          eventsBody(
+            eventPages.page(
+              rows,
+              limit,
+              video.id,
+              (r) => ({ ts: r.ts, id: r.event_id }),
+              (r) => ({ event: shortName(r.event_name), visitor_id: r.visitor_id, timestamp: isoTime(r.ts) }),
+            ),
+          ),
+        clientGoneSignal(reply),
       );
+      sendJson(reply, answer.body);
     },
   );
 
@@ -129,12 +134,17 @@ export async function readApiRoutes(root: FastifyInstance, deps: ReadApiRoutesOp
       // Visitor ids are chosen by players, so another tenant's events under
       // the same id are not a resource of that tenant: only the caller's
       // own events count, and none is 404 whoever else has seen the id.
-      const mine = await deps.events.visitorFactors(tenantId, visitorId, clientGoneSignal(reply));
-      if (!mine) throw new ApiError('not_found', 'no events for this visitor');
-      return scoreBody(reply, mine, () => {
-        const factors = factorsFrom(mine);
-        return { visitor_id: visitorId, score: scoreV1(factors), factors, computed_at: isoTime(mine.last_ts), score_version: SCORE_VERSION };
-      });
+      const body = await deps.events.score(
+        tenantId,
+        visitorId,
+        (mine) => {
+          const factors = factorsFrom(mine);
+          return scoreBody({ visitor_id: visitorId, score: scoreV1(factors), factors, computed_at: isoTime(mine.last_ts), score_version: SCORE_VERSION });
+        },
+        clientGoneSignal(reply),
+      );
+      if (body === undefined) throw new ApiError('not_found', 'no events for this visitor');
+      sendJson(reply, body);
     },
   );
 
@@ -159,8 +169,12 @@ export async function readApiRoutes(root: FastifyInstance, deps: ReadApiRoutesOp
       const since = sinceMs(q.since);
       const scope = [tenantId, q.order, q.min_score ?? null, since ?? null, videoId ?? null];
       const after = visitorListPages.after(q.cursor, scope);
-      const rows = await deps.visitors.list({ tenantId, order: q.order, minScore: q.min_score, sinceMs: since, videoId, after, limit: q.limit + 1 }, clientGoneSignal(reply));
-      return visitorsBody(reply, rows, () => visitorListPages.page(rows, q.limit, scope, visitorView));
+      const answer = await deps.visitors.list(
+        { tenantId, order: q.order, minScore: q.min_score, sinceMs: since, videoId, after, limit: q.limit + 1 },
+        (rows) => visitorsBody(visitorListPages.page(rows, q.limit, scope, visitorView)),
+        clientGoneSignal(reply),
+      );
+      sendJson(reply, answer.body);
     },
   );
 
@@ -187,18 +201,23 @@ export async function readApiRoutes(root: FastifyInstance, deps: ReadApiRoutesOp
       const scope = [tenantId, visitorId, since ?? null];
       const after = timelinePages.after(cursor, scope);
       const signal = clientGoneSignal(reply);
-      const rows = await deps.visitors.timeline({ tenantId, visitorId, sinceMs: sinceMs(since), after, limit: limit + 1 }, signal);
-      // As for the score: only the caller's tenant counts, so another tenant's visitor is 404 too.
-      if (rows.length === 0 && !after && !(await deps.visitors.seen(tenantId, visitorId, signal))) throw new ApiError('not_found', 'no events for this visitor');
-      return timelineBody(reply, rows, () =>
-        timelinePages.page(
-          rows,
-          limit,
-          scope,
-          (r) => ({ ts: r.ts, id: r.event_id }),
-          (r) => ({ event: shortName(r.event_name), video_id: toVideoId(r.video_id), session_id: r.session_id, timestamp: isoTime(r.ts) }),
-        ),
+      const answer = await deps.visitors.timeline(
+        { tenantId, visitorId, sinceMs: sinceMs(since), after, limit: limit + 1 },
+        (rows) =>
+          timelineBody(
+            timelinePages.page(
+              rows,
+              limit,
+              scope,
+              (r) => ({ ts: r.ts, id: r.event_id }),
+              (r) => ({ event: shortName(r.event_name), video_id: toVideoId(r.video_id), session_id: r.session_id, timestamp: isoTime(r.ts) }),
+            ),
+          ),
+        signal,
       );
+      // As for the score: only the caller's tenant counts, so another tenant's visitor is 404 too.
+      if (answer.rows === 0 && !after && !(await deps.visitors.seen(tenantId, visitorId, signal))) throw new ApiError('not_found', 'no events for this visitor');
+      sendJson(reply, answer.body);
     },
   );
 

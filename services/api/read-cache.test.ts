@@ -5,7 +5,7 @@ import { ReadCache } from './read-cache.ts';
 class Gone extends Error {}
 
 const cacheOf = (opts: Partial<ConstructorParameters<typeof ReadCache>[0]> = {}) =>
-  new ReadCache({ maxRows: 1000, tenantMaxRows: 1000, ttlMs: 0, clientGone: () => new Gone('gone'), ...opts });
+  new ReadCache({ maxWeight: 1000, tenantMaxWeight: 1000, ttlMs: 0, clientGone: () => new Gone('gone'), ...opts });
 
 /** A load that resolves when told to, counting its calls. */
 function deferredLoads<T>() {
@@ -159,12 +159,12 @@ describe('ReadCache', () => {
   });
 
   it('keeps each tenant within its share: a flood of one tenant evicts its own entries, not another\'s', async () => {
-    const c = cacheOf({ maxRows: 100, tenantMaxRows: 60 });
+    const c = cacheOf({ maxWeight: 100, tenantMaxWeight: 60 });
     for (let i = 0; i < 30; i++) await c.read(score('quiet', `v${i}`), async () => i);
     for (let i = 0; i < 10_000; i++) await c.read(score('hostile', `v${i}`), async () => i);
-    expect(c.rowsOf('hostile')).toBeLessThanOrEqual(60);
-    expect(c.rows).toBeLessThanOrEqual(100);
-    expect(c.rowsOf('quiet')).toBe(30);
+    expect(c.weightOf('hostile')).toBeLessThanOrEqual(60);
+    expect(c.weight).toBeLessThanOrEqual(100);
+    expect(c.weightOf('quiet')).toBe(30);
     let reloaded = 0;
     for (let i = 0; i < 30; i++) await c.read(score('quiet', `v${i}`), async () => (reloaded++, i));
     expect(reloaded).toBe(0);

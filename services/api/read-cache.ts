@@ -17,15 +17,15 @@ import type { InsertTouches } from '../../shared/read-touches.ts';
  * With no projector in the process, entries instead expire after `ttlMs`
  * (docs/scaling.md).
  *
- * Bounds: entries weigh their rows (a score 1, a page its rows); each tenant
- * holds at most `tenantMaxRows` and evicts its own least recently used
- * entries beyond it; over `maxRows` in all, the tenant holding the most
+ * Bounds: entries weigh what the caller says (the read API: bytes); each
+ * tenant holds at most `tenantMaxWeight` and evicts its own least recently
+ * used entries beyond it; over `maxWeight` in all, the tenant holding the most
  * evicts. The player key is public and visitor ids are the players' own, so
  * one tenant's hostile keys can fill its own share, never another's.
  */
 export interface ReadCacheOptions {
-  maxRows: number;
-  tenantMaxRows: number;
+  maxWeight: number;
+  tenantMaxWeight: number;
   /** 0: entries live until invalidated (a projector in the process); else their lifetime. */
   ttlMs: number;
   /** What a waiter whose client has gone is rejected with. */
@@ -44,7 +44,7 @@ export interface CachedRead<T> {
   from?: number;
   /** For a ranged scope: the latest timestamp it depends on (inclusive), known once read; Infinity when the answer reached the end. */
   to?: (value: T) => number;
-  /** Rows the answer holds (its share of the bound); at least 1. */
+  /** The answer's share of the bound; at least 1. */
   weight: (value: T) => number;
 }
 
@@ -75,7 +75,7 @@ interface Flight {
 interface TenantSpace {
   /** In least recently used first order (a hit moves its entry to the end). */
   entries: Map<string, Entry>;
-  rows: number;
+  weight: number;
 }
 
 export class ReadCache {
@@ -86,7 +86,7 @@ export class ReadCache {
   readonly #flightsByScope = new Map<string, Set<Flight>>();
   /** Scopes an insert is being made into: the ranges inserted (whole scopes as one unbounded range), one per insert. */
   readonly #inserting = new Map<string, [number, number][]>();
-  #rows = 0;
+  #weight = 0;
   /** Counts since start, for metrics and the benchmark. */
   readonly counts = { hit: 0, miss: 0, joined: 0, evicted: 0, invalidated: 0, staleFills: 0 };
   /** Called with each read's outcome (metrics). */
@@ -96,14 +96,14 @@ export class ReadCache {
     this.#opts = { now: () => performance.now(), ...opts };
   }
 
-  /** Rows held in all. */
-  get rows(): number {
-    return this.#rows;
+  /** Weight held in all. */
+  get weight(): number {
+    return this.#weight;
   }
 
-  /** Rows held by one tenant. */
-  rowsOf(tenant: string): number {
-    return this.#tenants.get(tenant)?.rows ?? 0;
+  /** Weight held by one tenant. */
+  weightOf(tenant: string): number {
+    return this.#tenants.get(tenant)?.weight ?? 0;
   }
 
   /**
@@ -245,9 +245,9 @@ export class ReadCache {
 
   #store<T>(read: CachedRead<T>, value: T, from: number, to: number): void {
     const weight = Math.max(1, read.weight(value));
-    if (weight > this.#opts.tenantMaxRows || weight > this.#opts.maxRows) return;
+    if (weight > this.#opts.tenantMaxWeight || weight > this.#opts.maxWeight) return;
     let space = this.#tenants.get(read.tenant);
-    if (!space) this.#tenants.set(read.tenant, (space = { entries: new Map(), rows: 0 }));
+    if (!space) this.#tenants.set(read.tenant, (space = { entries: new Map(), weight: 0 }));
     const old = space.entries.get(read.key);
     if (old) this.#remove(old);
     const entry: Entry = {
@@ -261,18 +261,18 @@ export class ReadCache {
       expiresAt: this.#opts.ttlMs > 0 ? this.#opts.now() + this.#opts.ttlMs : Number.POSITIVE_INFINITY,
     };
     space.entries.set(read.key, entry);
-    space.rows += weight;
-    this.#rows += weight;
+    space.weight += weight;
+    this.#weight += weight;
     let set = this.#byScope.get(read.scope);
     if (!set) this.#byScope.set(read.scope, (set = new Set()));
     set.add(entry);
-    while (space.rows > this.#opts.tenantMaxRows) this.#evictOldest(space);
-    while (this.#rows > this.#opts.maxRows) this.#evictOldest(this.#largest());
+    while (space.weight > this.#opts.tenantMaxWeight) this.#evictOldest(space);
+    while (this.#weight > this.#opts.maxWeight) this.#evictOldest(this.#largest());
   }
 
   #largest(): TenantSpace {
     let largest: TenantSpace | undefined;
-    for (const s of this.#tenants.values()) if (!largest || s.rows > largest.rows) largest = s;
+    for (const s of this.#tenants.values()) if (!largest || s.weight > largest.weight) largest = s;
     return largest!;
   }
 
@@ -287,8 +287,8 @@ export class ReadCache {
     const space = this.#tenants.get(e.tenant);
     if (!space || space.entries.get(e.key) !== e) return;
     space.entries.delete(e.key);
-    space.rows -= e.weight;
-    this.#rows -= e.weight;
+    space.weight -= e.weight;
+    this.#weight -= e.weight;
     if (space.entries.size === 0) this.#tenants.delete(e.tenant);
     const set = this.#byScope.get(e.scope);
     if (set?.delete(e) && set.size === 0) this.#byScope.delete(e.scope);
