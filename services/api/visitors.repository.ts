@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { BoundedReads } from '../../shared/clickhouse/bounded-reads.ts';
+import { definedParams, type BoundedReads } from '../../shared/clickhouse/bounded-reads.ts';
 import { chFloat, chInt, chNullableInt, chUuid } from '../../shared/clickhouse/rows.ts';
 import type { ScoreFactors } from '../../shared/score.ts';
 import { readDistinct } from './event-page.ts';
@@ -91,9 +91,6 @@ const LeadDeliveryDbRow = z.object({
   created_at_ms: chInt,
 });
 
-/** Query parameters without the unset ones (the client refuses undefined). */
-const defined = (params: Record<string, unknown>) => Object.fromEntries(Object.entries(params).filter(([, v]) => v !== undefined));
-
 /**
  * The SQL of a page of a tenant's visitors (exported for tests and the
  * benchmark). FINAL keeps each visitor's newest snapshot only, and the
@@ -119,7 +116,7 @@ export function visitorListQuery(q: VisitorListQuery): { query: string; query_pa
         WHERE ${where.join(' AND ')}
         ORDER BY sort_key DESC, vis
         LIMIT {rows:UInt32}`,
-    query_params: defined({
+    query_params: definedParams({
       tenant: q.tenantId,
       min_score: q.minScore,
       since: q.sinceMs,
@@ -155,7 +152,7 @@ export function timelineQuery(
         ORDER BY timestamp, event_id
         LIMIT {rows:UInt32}
         SETTINGS max_block_size = 1024`,
-    query_params: defined({
+    query_params: definedParams({
       tenant: q.tenantId,
       visitor: q.visitorId,
       since: q.sinceMs,
