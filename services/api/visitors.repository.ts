@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { definedParams, type BoundedReads } from '../../shared/clickhouse/bounded-reads.ts';
 import { chFloat, chInt, chNullableInt, chUuid } from '../../shared/clickhouse/rows.ts';
 import type { ScoreFactors } from '../../shared/score.ts';
-import { readDistinct } from './event-page.ts';
+import { keysetTail, readDistinct } from './event-page.ts';
 
 /** How a list of visitors is ordered: newest first by last_seen, by score, or by when its lead was raised. */
 export type VisitorOrder = 'last_seen' | 'score' | 'lead';
@@ -142,16 +142,7 @@ export function timelineQuery(
         SELECT event_name, toString(video_id) AS vid, session_id, toUnixTimestamp64Milli(timestamp) AS ts, toString(event_id) AS id_text
         FROM visitor_timeline
         WHERE tenant_id = {tenant:UUID} AND visitor_id = {visitor:String}
-          ${q.sinceMs === undefined ? '' : "AND timestamp >= fromUnixTimestamp64Milli({since:Int64}, 'UTC')"}
-          ${
-            q.after
-              ? `AND timestamp >= fromUnixTimestamp64Milli({after_ts:Int64}, 'UTC')
-          AND (timestamp, event_id) > (fromUnixTimestamp64Milli({after_ts:Int64}, 'UTC'), {after_id:UUID})`
-              : ''
-          }
-        ORDER BY timestamp, event_id
-        LIMIT {rows:UInt32}
-        SETTINGS max_block_size = 1024`,
+          ${keysetTail(q)}`,
     query_params: definedParams({
       tenant: q.tenantId,
       visitor: q.visitorId,
