@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { definedParams, type BoundedReads } from '../../shared/clickhouse/bounded-reads.ts';
 import { chFloat, chInt, chNullableInt, chUuid } from '../../shared/clickhouse/rows.ts';
-import type { ScoreFactors } from '../../shared/score.ts';
+import type { VisitorSnapshot } from '../derived/intent-rules.ts';
 import { keysetTail, readDistinct } from './event-page.ts';
 
 /** How a list of visitors is ordered: newest first by last_seen, by score, or by when its lead was raised. */
@@ -35,15 +35,8 @@ export interface VisitorListQuery {
   limit: number;
 }
 
-export interface VisitorRow {
-  visitor_id: string;
-  score: number;
-  score_version: number;
-  factors: ScoreFactors;
-  first_seen: number;
-  last_seen: number;
-  videos: string[];
-  lead_at: number | null;
+/** A visitor's snapshot as the projector stored it, read back within its tenant. */
+export interface VisitorRow extends Omit<VisitorSnapshot, 'tenant_id'> {
   /** The value of the list's sort key (for its cursor). */
   key: number;
 }
