@@ -1,4 +1,5 @@
 import type { Message } from 'kafkajs';
+import type { z } from 'zod';
 import type { PlayerEventRecord, VideoRecord } from '../schemas/records.ts';
 import type { SchemaRegistry } from '../schemas/registry.ts';
 import type { CollectEvent } from '../services/ingest/collect.schema.ts';
@@ -7,23 +8,10 @@ import { collectRecords } from '../services/ingest/event-record.ts';
 /**
  * The synthetic player traffic every phase uses, so that the intake, the raw
  * producer and the projector all see the same shape of event: mostly
- * heartbeats (as real players send), some lifecycle events and seeks.
+ * heartbeats (as real players send), some lifecycle events and seeks. An
+ * event is what a player sends to /v1/collect.
  */
-export interface PlayerEvent {
-  event_name: string;
-  video_id: string;
-  session_id: string;
-  visitor_id: string;
-  current_time: number;
-  duration: number;
-  watched_percentage: number;
-  occurred_at?: string;
-  play_ms?: number;
-  focus_ms?: number;
-  from?: number;
-  to?: number;
-  utm_source?: string;
-}
+export type PlayerEvent = z.input<typeof CollectEvent>;
 
 const MIX = [
   'heartbeat',

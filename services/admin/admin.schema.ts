@@ -162,16 +162,7 @@ export const SecurityEvent = z
 export const LEAD_DELIVERIES = 20;
 
 /** A delivery about a lead: one of the webhooks sent for one of its events. */
-export const LeadDelivery = z
-  .object({
-    id: z.uuid(),
-    destination_id: z.uuid(),
-    event_name: z.string(),
-    status: DeliveryStatus,
-    attempt_count: z.number().int().meta({ description: 'Attempts made so far' }),
-    created_at: z.string(),
-  })
-  .meta({ id: 'LeadDelivery' });
+export const LeadDelivery = Delivery.omit({ next_attempt_at: true }).meta({ id: 'LeadDelivery' });
 
 export const Lead = z
   .object({

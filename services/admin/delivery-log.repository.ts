@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { BoundedReads } from '../../shared/clickhouse/bounded-reads.ts';
+import { definedParams, type BoundedReads } from '../../shared/clickhouse/bounded-reads.ts';
 import { chInt, chNullableInt, chUuid } from '../../shared/clickhouse/rows.ts';
 import type { Keyset } from '../../shared/http/cursor-param.ts';
 import { DeliveryStatus } from './admin.schema.ts';
@@ -26,9 +26,6 @@ export interface AttemptRow {
   body: string;
   event_id: string;
 }
-
-/** Query parameters without the unset ones (the client refuses undefined). */
-const defined = (params: Record<string, unknown>) => Object.fromEntries(Object.entries(params).filter(([, v]) => v !== undefined));
 
 const SummaryRow = z.object({
   id: chUuid,
@@ -107,7 +104,7 @@ export class DeliveryLogRepository {
         HAVING ${having.join(' AND ')}
         ORDER BY created_at_ms DESC, delivery_id DESC
         LIMIT {limit:UInt32}`,
-      query_params: defined({
+      query_params: definedParams({
         tenant: q.tenantId,
         destination: q.destinationId,
         event_name: q.eventName,
@@ -174,7 +171,7 @@ export class DeliveryLogRepository {
           ${q.before ? "AND (occurred_at, id) < (fromUnixTimestamp64Milli({before_ts:Int64}, 'UTC'), {before_id:UUID})" : ''}
         ORDER BY occurred_at DESC, id DESC
         LIMIT {limit:UInt32}`,
-      query_params: defined({ tenant: q.tenantId, before_ts: q.before?.ts, before_id: q.before?.id, limit: q.limit }),
+      query_params: definedParams({ tenant: q.tenantId, before_ts: q.before?.ts, before_id: q.before?.id, limit: q.limit }),
     });
     return found.map((r) => ({ ...r, tenant_id: q.tenantId }));
   }

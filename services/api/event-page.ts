@@ -1,5 +1,6 @@
 /**
- * Keyset pages of a video's events read without FINAL (events.repository.ts).
+ * Keyset pages of events read without FINAL: a video's (events.repository.ts)
+ * and a visitor's (visitors.repository.ts).
  *
  * A replayed batch (the projector re-inserting after a crash) leaves copies of
  * an event until a merge collapses them. The copies share the whole sort key
@@ -53,4 +54,27 @@ export async function readDistinct<T extends EventKey>(
     if (page.length >= limit || rows.length < want || !last) return page.slice(0, limit);
     from = { ts: last.ts, id: last.event_id };
   }
+}
+
+/**
+ * The end of one read of such a page, after its WHERE's own conditions: the
+ * since and keyset conditions, the key order and `LIMIT {rows}`, with the
+ * parameters since, after_ts, after_id and rows. `timestamp >= after`
+ * repeats the keyset condition in a form the primary key can use (a tuple
+ * comparison is not), and the small max_block_size keeps each part's
+ * in-order reader from fetching a whole default block for one page; that
+ * setting is in the SQL rather than in clickhouse_settings, which chdb
+ * applies with SET to the whole session.
+ */
+export function keysetTail(q: { sinceMs?: number | undefined; after?: { ts: number; id: string } | undefined }): string {
+  return `${q.sinceMs === undefined ? '' : "AND timestamp >= fromUnixTimestamp64Milli({since:Int64}, 'UTC')"}
+          ${
+            q.after
+              ? `AND timestamp >= fromUnixTimestamp64Milli({after_ts:Int64}, 'UTC')
+          AND (timestamp, event_id) > (fromUnixTimestamp64Milli({after_ts:Int64}, 'UTC'), {after_id:UUID})`
+              : ''
+          }
+        ORDER BY timestamp, event_id
+        LIMIT {rows:UInt32}
+        SETTINGS max_block_size = 1024`;
 }

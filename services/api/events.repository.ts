@@ -3,7 +3,7 @@ import type { BoundedReads } from '../../shared/clickhouse/bounded-reads.ts';
 import { chFloat, chInt, chUuid } from '../../shared/clickhouse/rows.ts';
 import { PLAYER_SIGNALS } from '../../shared/event-names.ts';
 import type { FactorInputs } from '../../shared/score.ts';
-import { readDistinct } from './event-page.ts';
+import { keysetTail, readDistinct } from './event-page.ts';
 
 export interface EventRow {
   event_name: string;
@@ -47,13 +47,9 @@ export interface EventPageQuery {
  *
  * NOTE: no FINAL. FINAL merges the rows of every part that overlaps the
  * video's key range, so past a cursor it would read the rest of the video
- * for one page; this read stops after the rows it returns. `timestamp >= after` repeats the keyset condition in a
- * form the primary key can use (a tuple comparison is not), and the small
- * max_block_size keeps each part's in-order reader from fetching a whole
- * default block for a page of 100. It is in the
- * SQL rather than in clickhouse_settings, which chdb applies with SET to the
- * whole session. The alias is not `event_id`: an alias shadows the column in
- * WHERE and ORDER BY, and the keyset must compare UUIDs, not strings.
+ * for one page; this read stops after the rows it returns (keysetTail).
+ * The alias is not `event_id`: an alias shadows the column in WHERE and
+ * ORDER BY, and the keyset must compare UUIDs, not strings.
  */
 export function eventPageQuery(q: Omit<EventPageQuery, 'limit'>, rows: number): { query: string; query_params: Record<string, unknown> } {
   return {
@@ -62,16 +58,7 @@ export function eventPageQuery(q: Omit<EventPageQuery, 'limit'>, rows: number): 
         FROM events
         WHERE tenant_id = {tenant:UUID} AND video_id = {video:UUID}
           AND event_name NOT IN {signals:Array(String)}
-          ${q.sinceMs === undefined ? '' : "AND timestamp >= fromUnixTimestamp64Milli({since:Int64}, 'UTC')"}
-          ${
-            q.after
-              ? `AND timestamp >= fromUnixTimestamp64Milli({after_ts:Int64}, 'UTC')
-          AND (timestamp, event_id) > (fromUnixTimestamp64Milli({after_ts:Int64}, 'UTC'), {after_id:UUID})`
-              : ''
-          }
-        ORDER BY timestamp, event_id
-        LIMIT {rows:UInt32}
-        SETTINGS max_block_size = 1024`,
+          ${keysetTail(q)}`,
     query_params: {
       tenant: q.tenantId,
       video: q.videoId,

@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import type { BoundedReads } from '../../shared/clickhouse/bounded-reads.ts';
+import { definedParams, type BoundedReads } from '../../shared/clickhouse/bounded-reads.ts';
 import { chFloat, chInt, chNullableInt, chUuid } from '../../shared/clickhouse/rows.ts';
-import type { ScoreFactors } from '../../shared/score.ts';
-import { appendDistinct, readDistinct, rowsToFetch } from './event-page.ts';
+import type { VisitorSnapshot } from '../derived/intent-rules.ts';
+import { appendDistinct, keysetTail, readDistinct, rowsToFetch } from './event-page.ts';
 
 /** How a list of visitors is ordered: newest first by last_seen, by score, or by when its lead was raised. */
 export type VisitorOrder = 'last_seen' | 'score' | 'lead';
@@ -35,15 +35,8 @@ export interface VisitorListQuery {
   limit: number;
 }
 
-export interface VisitorRow {
-  visitor_id: string;
-  score: number;
-  score_version: number;
-  factors: ScoreFactors;
-  first_seen: number;
-  last_seen: number;
-  videos: string[];
-  lead_at: number | null;
+/** A visitor's snapshot as the projector stored it, read back within its tenant. */
+export interface VisitorRow extends Omit<VisitorSnapshot, 'tenant_id'> {
   /** The value of the list's sort key (for its cursor). */
   key: number;
 }
@@ -91,9 +84,6 @@ const LeadDeliveryDbRow = z.object({
   created_at_ms: chInt,
 });
 
-/** Query parameters without the unset ones (the client refuses undefined). */
-const defined = (params: Record<string, unknown>) => Object.fromEntries(Object.entries(params).filter(([, v]) => v !== undefined));
-
 /**
  * The SQL of a page of a tenant's visitors (exported for tests and the
  * benchmark). FINAL keeps each visitor's newest snapshot only, and the
@@ -119,7 +109,7 @@ export function visitorListQuery(q: VisitorListQuery): { query: string; query_pa
         WHERE ${where.join(' AND ')}
         ORDER BY sort_key DESC, vis
         LIMIT {rows:UInt32}`,
-    query_params: defined({
+    query_params: definedParams({
       tenant: q.tenantId,
       min_score: q.minScore,
       since: q.sinceMs,
@@ -148,17 +138,8 @@ export function timelineQuery(
         SELECT ${TIMELINE_COLUMNS}
         FROM visitor_timeline
         WHERE tenant_id = {tenant:UUID} AND visitor_id = {visitor:String}
-          ${q.sinceMs === undefined ? '' : SINCE_SQL}
-          ${
-            q.after
-              ? `AND timestamp >= fromUnixTimestamp64Milli({after_ts:Int64}, 'UTC')
-          AND (timestamp, event_id) > (fromUnixTimestamp64Milli({after_ts:Int64}, 'UTC'), {after_id:UUID})`
-              : ''
-          }
-        ORDER BY timestamp, event_id
-        LIMIT {rows:UInt32}
-        SETTINGS max_block_size = 1024`,
-    query_params: defined({
+          ${keysetTail(q)}`,
+    query_params: definedParams({
       tenant: q.tenantId,
       visitor: q.visitorId,
       since: q.sinceMs,
@@ -187,7 +168,7 @@ export function timelineFirstPagesQuery(
         ORDER BY visitor_id, timestamp, event_id
         LIMIT {rows:UInt32} BY visitor_id
         SETTINGS max_block_size = 1024`,
-    query_params: defined({ tenant: q.tenantId, visitors: q.visitorIds, since: q.sinceMs, rows }),
+    query_params: definedParams({ tenant: q.tenantId, visitors: q.visitorIds, since: q.sinceMs, rows }),
   };
 }
 

@@ -8,6 +8,7 @@ import { ApiError } from '../../shared/http/errors.ts';
 import { toVideoId } from '../../shared/ids.ts';
 import { createLogger } from '../../shared/logger.ts';
 import { createMetrics } from '../../shared/metrics.ts';
+import { collectEvent } from '../../test/helpers/player-event.ts';
 import { CollectBody, MAX_EVENTS_PER_REQUEST, type CollectEvent } from './collect.schema.ts';
 import { collectRecords, type RecordContext } from './event-record.ts';
 import { collectBodyCheck, intakePlugin } from './intake.plugin.ts';
@@ -423,16 +424,7 @@ describe('the JSON Schema check of CollectBody', () => {
     expect(seen.neither).toBeGreaterThan(1000);
   });
 
-  const ev = (over: Record<string, unknown> = {}) => ({
-    event_name: 'video_play',
-    video_id: toVideoId(OWN[0]!.id),
-    session_id: 'ses_1',
-    visitor_id: 'vis_1',
-    current_time: 12.5,
-    duration: 90,
-    watched_percentage: 13.9,
-    ...over,
-  });
+  const ev = (over: Record<string, unknown> = {}) => collectEvent(toVideoId(OWN[0]!.id), over);
   const fastAndZod = (...events: unknown[]) => {
     const body = { events };
     expect(CollectBody.safeParse(body).success, JSON.stringify(body)).toBe(true);

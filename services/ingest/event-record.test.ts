@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { VideoRecord } from '../../schemas/records.ts';
 import { ApiError } from '../../shared/http/errors.ts';
 import { toVideoId } from '../../shared/ids.ts';
+import { collectEvent } from '../../test/helpers/player-event.ts';
 import { CollectBody, ConversionBody, MAX_OCCURRED_AT_AGE_MS, type CollectEvent } from './collect.schema.ts';
 import { collectRecords, conversionRecord, eventTime, type RecordContext } from './event-record.ts';
 
@@ -27,16 +28,7 @@ const ctx = (over: Partial<RecordContext> = {}): RecordContext => ({
   newId: ids(),
   ...over,
 });
-const event = (over: Record<string, unknown> = {}) => ({
-  event_name: 'video_play',
-  video_id: toVideoId(OWN.id),
-  session_id: 'ses_1',
-  visitor_id: 'vis_1',
-  current_time: 12.5,
-  duration: 90,
-  watched_percentage: 13.9,
-  ...over,
-});
+const event = (over: Record<string, unknown> = {}) => collectEvent(toVideoId(OWN.id), over);
 const parsed = (...events: Record<string, unknown>[]): CollectEvent[] => CollectBody.parse({ events }).events;
 
 /** The ApiError `fn` throws, for assertions on its code, status, message and errors. */

@@ -16,6 +16,11 @@ export interface ReadQuery {
   query_params: Record<string, unknown>;
 }
 
+/** Query parameters without the unset ones (the client refuses undefined). */
+export function definedParams(params: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(params).filter(([, v]) => v !== undefined));
+}
+
 /**
  * The bounds as a SETTINGS clause's entries. They go into the SQL, not into
  * clickhouse_settings: the embedded engine's connection turns those into SET

@@ -18,6 +18,29 @@ function batchConsumer<T>(fx: ReturnType<typeof consumerFixture>, { flushMs, max
   return new GroupConsumer<T>({ ...common, ...opts, batches: { flushMs, maxMessages, handle } });
 }
 
+/** The group's committed offset of each partition of the fixture's topic, as sorted [partition, offset] pairs. */
+async function committedOffsets(fx: ReturnType<typeof consumerFixture>, groupId: string): Promise<(string | number)[][]> {
+  const [offsets] = await fx.admin.fetchOffsets({ groupId, topics: [fx.topic] });
+  return offsets!.partitions.map((p) => [p.partition, p.offset]).sort();
+}
+
+/** At least `count` records of topic `t`, read from its start, with their headers as text. */
+async function readLetters(fx: ReturnType<typeof consumerFixture>, t: string, count: number): Promise<{ value: string; headers: Record<string, string> }[]> {
+  const c = fx.kafka.consumer({ groupId: `read-${fx.id}-${t}` });
+  const out: { value: string; headers: Record<string, string> }[] = [];
+  await c.connect();
+  await c.subscribe({ topic: t, fromBeginning: true });
+  await c.run({
+    eachMessage: async ({ message }) => {
+      const headers = Object.fromEntries(Object.entries(message.headers ?? {}).map(([k, v]) => [k, String(v)]));
+      out.push({ value: message.value?.toString() ?? '', headers });
+    },
+  });
+  await expect.poll(() => out.length, { timeout: 20_000 }).toBeGreaterThanOrEqual(count);
+  await c.disconnect();
+  return out;
+}
+
 /** Against the run's real broker: a decoder that fails for a reason other than poison. */
 describe('A batched GroupConsumer when decoding fails transiently', () => {
   const fx = consumerFixture('batch', 2);
@@ -69,13 +92,7 @@ describe('A batched GroupConsumer when decoding fails transiently', () => {
       expect(unhandled).toEqual([]);
       // Both partitions committed to their end (the poison's offset included).
       await expect
-        .poll(
-          async () => {
-            const [offsets] = await fx.admin.fetchOffsets({ groupId, topics: [topic] });
-            return offsets!.partitions.map((p) => [p.partition, p.offset]).sort();
-          },
-          { timeout: 15_000, interval: 200 },
-        )
+        .poll(() => committedOffsets(fx, groupId), { timeout: 15_000, interval: 200 })
         .toEqual([
           [0, '11'],
           [1, '10'],
@@ -87,20 +104,9 @@ describe('A batched GroupConsumer when decoding fails transiently', () => {
       process.off('unhandledRejection', onUnhandled);
       await consumer.stop(5_000);
     }
-    const letters = await readAll(dlq, 1);
+    const letters = await readLetters(fx, dlq, 1);
     expect(letters).toHaveLength(1);
   }, 90_000);
-
-  async function readAll(t: string, count: number): Promise<string[]> {
-    const c = fx.kafka.consumer({ groupId: `read-${fx.id}-${t}` });
-    const out: string[] = [];
-    await c.connect();
-    await c.subscribe({ topic: t, fromBeginning: true });
-    await c.run({ eachMessage: async ({ message }) => void out.push(message.value?.toString() ?? '') });
-    await expect.poll(() => out.length, { timeout: 20_000 }).toBeGreaterThanOrEqual(count);
-    await c.disconnect();
-    return out;
-  }
 });
 
 /** Against the run's real broker: a handler call the sink refuses for good, beside one that fails for a while. */
@@ -149,13 +155,7 @@ describe('A batched GroupConsumer when the handler fails permanently', () => {
       // Bisection, not one call per record: two refused among 80 cost a few dozen calls at most.
       expect(calls).toBeLessThan(40);
       await expect
-        .poll(
-          async () => {
-            const [offsets] = await fx.admin.fetchOffsets({ groupId, topics: [topic] });
-            return offsets!.partitions.map((p) => [p.partition, p.offset]).sort();
-          },
-          { timeout: 15_000, interval: 200 },
-        )
+        .poll(() => committedOffsets(fx, groupId), { timeout: 15_000, interval: 200 })
         .toEqual([
           [0, '40'],
           [1, '40'],
@@ -164,7 +164,7 @@ describe('A batched GroupConsumer when the handler fails permanently', () => {
     } finally {
       await consumer.stop(5_000);
     }
-    const letters = await readLetters(dlq, 2);
+    const letters = await readLetters(fx, dlq, 2);
     expect(letters.map((l) => l.value).sort()).toEqual([...refused].sort());
     for (const l of letters) {
       expect(l.headers['dlq-reason']).toBe('rejected_by_sink');
@@ -172,22 +172,6 @@ describe('A batched GroupConsumer when the handler fails permanently', () => {
       expect(l.headers['dlq-source-offset']).toBe(l.value === 'p0-7' ? '7' : '33');
     }
   }, 90_000);
-
-  async function readLetters(t: string, count: number): Promise<{ value: string; headers: Record<string, string> }[]> {
-    const c = fx.kafka.consumer({ groupId: `read-${fx.id}-${t}` });
-    const out: { value: string; headers: Record<string, string> }[] = [];
-    await c.connect();
-    await c.subscribe({ topic: t, fromBeginning: true });
-    await c.run({
-      eachMessage: async ({ message }) => {
-        const headers = Object.fromEntries(Object.entries(message.headers ?? {}).map(([k, v]) => [k, String(v)]));
-        out.push({ value: message.value?.toString() ?? '', headers });
-      },
-    });
-    await expect.poll(() => out.length, { timeout: 20_000 }).toBeGreaterThanOrEqual(count);
-    await c.disconnect();
-    return out;
-  }
 });
 
 /** Against the run's real broker: when offsets are committed, around handler calls, a failed call and stop(). */
@@ -241,10 +225,9 @@ describe('A batched GroupConsumer offset commits', () => {
     await done;
     // stop() right as the last call returns: its commit is still to be sent.
     await consumer.stop(10_000);
-    const [committed] = await fx.admin.fetchOffsets({ groupId: group, topics: [topic] });
-    expect(committed!.partitions.map((p) => [p.partition, Number(p.offset)]).sort()).toEqual([
-      [0, end.get(0)],
-      [1, end.get(1)],
+    expect(await committedOffsets(fx, group)).toEqual([
+      [0, String(end.get(0))],
+      [1, String(end.get(1))],
     ]);
     expect(failedOnce).toBe(true);
     expect(calls).toBeGreaterThanOrEqual(4);
@@ -300,15 +283,7 @@ describe('A batched GroupConsumer offset commits', () => {
       await new Promise((r) => setTimeout(r, 1000));
       expect(calls - callsAtHold!).toBe(1);
       release();
-      await expect
-        .poll(
-          async () => {
-            const [committed] = await fx.admin.fetchOffsets({ groupId: group, topics: [topic] });
-            return committed!.partitions.map((p) => [p.partition, p.offset]).sort();
-          },
-          { timeout: 30_000, interval: 200 },
-        )
-        .toEqual(ends.map((p) => [p.partition, p.high]).sort());
+      await expect.poll(() => committedOffsets(fx, group), { timeout: 30_000, interval: 200 }).toEqual(ends.map((p) => [p.partition, p.high]).sort());
     } finally {
       release();
       await consumer.stop(10_000);

@@ -27,3 +27,15 @@ export const PLAYER_EVENT: PlayerEventRecord = {
   event_id_from_client: true,
   lead: null,
 };
+
+/** One valid event of a /v1/collect body (a video_play) of video `videoId`; `over` replaces or adds fields. */
+export const collectEvent = (videoId: string, over: Record<string, unknown> = {}) => ({
+  event_name: 'video_play',
+  video_id: videoId,
+  session_id: 'ses_1',
+  visitor_id: 'vis_1',
+  current_time: 12.5,
+  duration: 90,
+  watched_percentage: 13.9,
+  ...over,
+});

@@ -78,3 +78,22 @@ export function useAction<A extends unknown[], R>(fn: (...args: A) => Promise<R>
   };
   return { run, busy, error, clearError: () => setError(undefined) };
 }
+
+/**
+ * useAction for a form that saves in place: `saved` (for its "Saved."
+ * status) holds from a success until the next save or edit; `edit(set)` is
+ * `set` that also clears it.
+ */
+export function useSave(fn: () => Promise<unknown>) {
+  const [saved, setSaved] = useState(false);
+  const action = useAction(async () => {
+    setSaved(false);
+    await fn();
+    setSaved(true);
+  });
+  const edit = (set: (v: string) => void) => (v: string) => {
+    set(v);
+    setSaved(false);
+  };
+  return { ...action, saved: saved && !action.error, edit };
+}

@@ -279,3 +279,24 @@ export function ActionForm(p: ActionFormProps) {
     </form>
   );
 }
+
+/** An ActionForm that saves in place (a useSave): "Saving…" while it runs, then a "Saved." status until the next edit. */
+export function SaveForm(p: { save: ActionFormProps['action'] & { saved: boolean }; ready: boolean; label: string; children: ComponentChildren }) {
+  return (
+    <ActionForm
+      action={p.save}
+      ready={p.ready}
+      label={p.label}
+      busyLabel="Saving…"
+      status={
+        p.save.saved ? (
+          <p class="hint" role="status">
+            Saved.
+          </p>
+        ) : undefined
+      }
+    >
+      {p.children}
+    </ActionForm>
+  );
+}

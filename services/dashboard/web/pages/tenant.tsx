@@ -2,10 +2,10 @@ import type { ComponentChildren } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { api } from '../api.ts';
 import { wholeNumber } from '../format.ts';
-import { useAction, useResource, useTitle, type Resource } from '../hooks.ts';
+import { useAction, useResource, useSave, useTitle, type Resource } from '../hooks.ts';
 import { href } from '../router.ts';
 import type { ApiKey, Destination, Page, Tenant, Video } from '../types.ts';
-import { ActionForm, Card, ConfirmButton, CopyButton, ErrorAlert, Loading, Notice, TextField, Time } from '../ui.tsx';
+import { Card, ConfirmButton, CopyButton, ErrorAlert, Loading, Notice, SaveForm, TextField, Time } from '../ui.tsx';
 
 export const TABS = [
   { key: '', label: 'Overview' },
@@ -109,14 +109,12 @@ function PlayerKeyGuards({ tenant }: { tenant: Resource<Tenant> }) {
   const t = tenant.data!;
   const base = `/tenants/${encodeURIComponent(t.id)}`;
   const [origins, setOrigins] = useState(t.allowed_origins.join(' '));
-  const [saved, setSaved] = useState(false);
   const [overlapHours, setOverlapHours] = useState('24');
   // The new key is announced here once, until dismissed or leaving the page; the details above keep showing it.
   const [rotated, setRotated] = useState<Tenant | null>(null);
   useEffect(() => setOrigins(t.allowed_origins.join(' ')), [t.allowed_origins.join(' ')]);
 
-  const saveOrigins = useAction(async () => {
-    setSaved(false);
+  const saveOrigins = useSave(async () => {
     const list = origins.split(/[\s,]+/).filter(Boolean);
     try {
       await api<Tenant>('PUT', `${base}/allowed-origins`, { allowed_origins: list });
@@ -128,7 +126,6 @@ function PlayerKeyGuards({ tenant }: { tenant: Resource<Tenant> }) {
       throw err;
     }
     await tenant.reload();
-    setSaved(true);
   });
   const resume = useAction(async () => {
     await api<Tenant>('POST', `${base}/resume`);
@@ -169,25 +166,16 @@ function PlayerKeyGuards({ tenant }: { tenant: Resource<Tenant> }) {
           )}
         </dl>
         <div class="card-part">
-          <ActionForm
-            action={saveOrigins}
-            ready
-            label="Save allowed origins"
-            busyLabel="Saving…"
-            status={saved && !saveOrigins.error ? <p class="hint" role="status">Saved.</p> : undefined}
-          >
+          <SaveForm save={saveOrigins} ready label="Save allowed origins">
             <TextField
               id="allowed-origins"
               label="Allowed origins"
               value={origins}
-              onInput={(v) => {
-                setOrigins(v);
-                setSaved(false);
-              }}
+              onInput={saveOrigins.edit(setOrigins)}
               placeholder="https://www.example.com https://shop.example.com"
               hint="Sites whose pages may send events with this key, separated by spaces. Empty: any. A browser on another site is refused (403); scripts that send no Origin are not stopped by this list."
             />
-          </ActionForm>
+          </SaveForm>
         </div>
         <div class="card-part key-rotation">
           <TextField id="rotate-overlap" label="Overlap (hours)" type="number" min={0} max={720} value={overlapHours} onInput={setOverlapHours} hint="How long the current key keeps working after the rotation (0 to 720)." />
@@ -241,25 +229,16 @@ function PlayerKeyGuards({ tenant }: { tenant: Resource<Tenant> }) {
 function IntentSettings({ tenant }: { tenant: Resource<Tenant> }) {
   const t = tenant.data!;
   const [threshold, setThreshold] = useState(String(t.high_intent_threshold));
-  const [saved, setSaved] = useState(false);
   useEffect(() => setThreshold(String(t.high_intent_threshold)), [t.high_intent_threshold]);
   const value = wholeNumber(threshold, 0, 100);
-  const save = useAction(async () => {
-    setSaved(false);
+  const save = useSave(async () => {
     await api<Tenant>('PATCH', `/tenants/${encodeURIComponent(t.id)}`, { high_intent_threshold: value });
     await tenant.reload();
-    setSaved(true);
   });
   return (
     <Card titleId="intent-title" title="Lead intent" testId="intent-settings">
       <div class="intent-settings">
-        <ActionForm
-          action={save}
-          ready={value !== undefined}
-          label="Save threshold"
-          busyLabel="Saving…"
-          status={saved && !save.error ? <p class="hint" role="status">Saved.</p> : undefined}
-        >
+        <SaveForm save={save} ready={value !== undefined} label="Save threshold">
           <TextField
             id="high-intent-threshold"
             label="High-intent threshold"
@@ -267,10 +246,7 @@ function IntentSettings({ tenant }: { tenant: Resource<Tenant> }) {
             min={0}
             max={100}
             value={threshold}
-            onInput={(v) => {
-              setThreshold(v);
-              setSaved(false);
-            }}
+            onInput={save.edit(setThreshold)}
             required
             hint={
               value === undefined
@@ -278,7 +254,7 @@ function IntentSettings({ tenant }: { tenant: Resource<Tenant> }) {
                 : `A visitor whose Lead Intent Score reaches ${value} (of 100) counts as a high-intent lead. Default 70.`
             }
           />
-        </ActionForm>
+        </SaveForm>
       </div>
     </Card>
   );

@@ -4,10 +4,10 @@ import { api } from '../api.ts';
 import { bars, Chart, COLORS } from '../chart.tsx';
 import { DataTable, ResourceTable } from '../components/lists.tsx';
 import { formatDuration, formatNumber, formatPercent, formatRatio, wholeNumber } from '../format.ts';
-import { useAction, useResource, useTitle } from '../hooks.ts';
+import { useAction, useResource, useSave, useTitle } from '../hooks.ts';
 import { href, navigate, type Route } from '../router.ts';
 import type { Page, Retention, TopVisitor, Video, VideoStats } from '../types.ts';
-import { ActionForm, Card, Empty, ErrorAlert, Loading, TextField, Time } from '../ui.tsx';
+import { ActionForm, Card, Empty, ErrorAlert, Loading, SaveForm, TextField, Time } from '../ui.tsx';
 
 const videosPath = (tenantId: string) => `/tenants/${encodeURIComponent(tenantId)}/videos`;
 
@@ -117,30 +117,17 @@ function IntentFields(p: { idPrefix: string; pitch: string; setPitch: (v: string
 function VideoIntentSettings({ tenantId, video, reload }: { tenantId: string; video: Video; reload: () => Promise<unknown> }) {
   const [pitch, setPitch] = useState(video.pitch_at_sec === null ? '' : String(video.pitch_at_sec));
   const [offerWindow, setOfferWindow] = useState(String(video.offer_window_sec));
-  const [saved, setSaved] = useState(false);
   const intent = intentInput(pitch, offerWindow, false);
-  const save = useAction(async () => {
-    setSaved(false);
+  const save = useSave(async () => {
     await api<Video>('PATCH', `${videosPath(tenantId)}/${encodeURIComponent(video.id)}`, intent);
     await reload();
-    setSaved(true);
   });
-  const edit = (set: (v: string) => void) => (v: string) => {
-    set(v);
-    setSaved(false);
-  };
   return (
     <Card titleId="video-intent-title" title="Pitch and offer" testId="video-intent-settings">
       <div class="intent-settings">
-        <ActionForm
-          action={save}
-          ready={intent !== undefined}
-          label="Save pitch and offer"
-          busyLabel="Saving…"
-          status={saved && !save.error ? <p class="hint" role="status">Saved.</p> : undefined}
-        >
-          <IntentFields idPrefix="edit" pitch={pitch} setPitch={edit(setPitch)} offerWindow={offerWindow} setOfferWindow={edit(setOfferWindow)} />
-        </ActionForm>
+        <SaveForm save={save} ready={intent !== undefined} label="Save pitch and offer">
+          <IntentFields idPrefix="edit" pitch={pitch} setPitch={save.edit(setPitch)} offerWindow={offerWindow} setOfferWindow={save.edit(setOfferWindow)} />
+        </SaveForm>
       </div>
     </Card>
   );
