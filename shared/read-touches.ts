@@ -1,8 +1,9 @@
 /**
  * What one ClickHouse insert of the projector touched, in the terms the read
  * API's cache is keyed by (services/api/read-cache.ts). Pure: the projector
- * fills one per insert and hands it on once the insert has returned, so the
- * reader that drops its entries knows the rows are already readable.
+ * fills one per insert and reports it twice, as the insert is sent and once
+ * it has returned: between the two its rows may or may not be readable, so
+ * the cache stores no answer read in that window (read-cache.ts).
  *
  * Scopes are strings: a video's listed events carry the range of timestamps
  * inserted (a page behind the newest events stays valid unless a late event

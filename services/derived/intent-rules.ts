@@ -132,12 +132,6 @@ export class TenantOrder {
   tenants(): Iterable<string> {
     return this.#byTenant.keys();
   }
-
-  get size(): number {
-    let n = 0;
-    for (const keys of this.#byTenant.values()) n += keys.size;
-    return n;
-  }
 }
 
 /** One partition's state: every key's value as the changelog holds it. */
