@@ -56,6 +56,10 @@ export async function readDistinct<T extends EventKey>(
   }
 }
 
+/** The `since` filter of a read keyed by timestamp, or nothing without one. */
+export const sinceClause = (sinceMs: number | undefined): string =>
+  sinceMs === undefined ? '' : "AND timestamp >= fromUnixTimestamp64Milli({since:Int64}, 'UTC')";
+
 /**
  * The end of one read of such a page, after its WHERE's own conditions: the
  * since and keyset conditions, the key order and `LIMIT {rows}`, with the
@@ -67,7 +71,7 @@ export async function readDistinct<T extends EventKey>(
  * applies with SET to the whole session.
  */
 export function keysetTail(q: { sinceMs?: number | undefined; after?: { ts: number; id: string } | undefined }): string {
-  return `${q.sinceMs === undefined ? '' : "AND timestamp >= fromUnixTimestamp64Milli({since:Int64}, 'UTC')"}
+  return `${sinceClause(q.sinceMs)}
           ${
             q.after
               ? `AND timestamp >= fromUnixTimestamp64Milli({after_ts:Int64}, 'UTC')

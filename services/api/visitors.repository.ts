@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { definedParams, type BoundedReads } from '../../shared/clickhouse/bounded-reads.ts';
 import { chFloat, chInt, chNullableInt, chUuid } from '../../shared/clickhouse/rows.ts';
 import type { VisitorSnapshot } from '../derived/intent-rules.ts';
-import { appendDistinct, keysetTail, readDistinct, rowsToFetch } from './event-page.ts';
+import { appendDistinct, keysetTail, readDistinct, rowsToFetch, sinceClause } from './event-page.ts';
 
 /** How a list of visitors is ordered: newest first by last_seen, by score, or by when its lead was raised. */
 export type VisitorOrder = 'last_seen' | 'score' | 'lead';
@@ -122,7 +122,6 @@ export function visitorListQuery(q: VisitorListQuery): { query: string; query_pa
 }
 
 const TIMELINE_COLUMNS = 'event_name, toString(video_id) AS vid, session_id, toUnixTimestamp64Milli(timestamp) AS ts, toString(event_id) AS id_text';
-const SINCE_SQL = "AND timestamp >= fromUnixTimestamp64Milli({since:Int64}, 'UTC')";
 
 /**
  * The SQL of one read of a visitor's timeline: up to `rows` rows of
@@ -164,7 +163,7 @@ export function timelineFirstPagesQuery(
         SELECT visitor_id AS vis, ${TIMELINE_COLUMNS}
         FROM visitor_timeline
         WHERE tenant_id = {tenant:UUID} AND visitor_id IN {visitors:Array(String)}
-          ${q.sinceMs === undefined ? '' : SINCE_SQL}
+          ${sinceClause(q.sinceMs)}
         ORDER BY visitor_id, timestamp, event_id
         LIMIT {rows:UInt32} BY visitor_id
         SETTINGS max_block_size = 1024`,
