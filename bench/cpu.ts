@@ -1,4 +1,5 @@
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
+import os from 'node:os';
 
 const TICKS_PER_SECOND = 100;
 
@@ -43,4 +44,13 @@ export function fmtCores(c: Record<string, number>): string {
   return Object.entries(c)
     .map(([k, v]) => `${k} ${Number.isFinite(v) ? v.toFixed(2) : 'n/a'}`)
     .join(', ');
+}
+
+/**
+ * Sets the nice value of every thread of a process (Linux keeps one per
+ * thread, and `renice -p` changes only the main one); threads started later
+ * inherit it from the thread that starts them.
+ */
+export function reniceProcess(pid: number, nice: number): void {
+  for (const tid of readdirSync(`/proc/${pid}/task`)) os.setPriority(Number(tid), nice);
 }

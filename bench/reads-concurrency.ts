@@ -7,8 +7,13 @@
  * each row: the HTTP layer's ceiling (GET /v1/videos, served from memory) and
  * the engine's own (the read's SQL straight to the ClickHouse client in the
  * stack's process, no HTTP). Then the mixed run: the intake at a fixed rate
- * alone, and again with every read at 64 connections.
+ * alone, and again with every read at 64 connections (from a process of their
+ * own), first with every service in one process, then with the intake in a
+ * process of its own and the read side's process at a lower CPU priority
+ * (BENCH_RC_READS_NICE, default 10).
  */
+import { fork } from 'node:child_process';
+import { join } from 'node:path';
 import { rowsToFetch } from '../services/api/event-page.ts';
 import { eventPageQuery, visitorFactorsQuery } from '../services/api/events.repository.ts';
 import { timelineQuery, visitorListQuery } from '../services/api/visitors.repository.ts';
@@ -18,8 +23,10 @@ import { cursorCodec } from '../shared/cursor.ts';
 import { parseVideoId } from '../shared/ids.ts';
 import { metricSum } from '../test/helpers/prometheus-text.ts';
 import { setupTenant, type BenchContext } from './context.ts';
-import { cpuSeconds } from './cpu.ts';
+import { cpuSeconds, reniceProcess } from './cpu.ts';
+import { playerKeyKnown } from './freshness.ts';
 import { HttpClient } from './http-client.ts';
+import type { ReadLoadJob, ReadLoadResult } from './read-load.ts';
 import { loadEventsSql, loadVisitorsSql, READ_SPAN_MS, waitForMerges, type RowsOf } from './read-latency.ts';
 import { quantile } from './stats.ts';
 import { playerEvent } from './workload.ts';
@@ -47,6 +54,14 @@ export interface MixedIntake {
   refused: Record<string, number>;
 }
 
+/** The intake alone, then with every read, in one deployment of the stack. */
+export interface MixedRun {
+  deployment: string;
+  alone: MixedIntake;
+  withReads: MixedIntake;
+  reads: Record<RcKind, Cell> & { all: Cell };
+}
+
 export interface RcOptions {
   stored: number;
   conns: number[];
@@ -56,6 +71,8 @@ export interface RcOptions {
   workingSet: number;
   mixedRate: number;
   mixedMs: number;
+  /** Nice value of the read side's process in the split mixed run; 0 runs the one-process run only. */
+  readsNice: number;
   /** SERVICES of both stacks. */
   services: string;
   adminToken: string;
@@ -85,12 +102,7 @@ export interface RcResult {
   http: Record<RcKind, Record<number, Cell>>;
   /** Score reads each visitor once (no cache can help), 64 connections. */
   coldScore: { off: Cell; on: Cell };
-  mixed: {
-    rate: number;
-    alone: MixedIntake;
-    withReads: MixedIntake;
-    reads: Record<RcKind, Cell> & { all: Cell };
-  };
+  mixed: { rate: number; runs: MixedRun[] };
   rssMb: { off: number; on: number };
 }
 
@@ -100,6 +112,8 @@ interface Target {
   apiKey: string;
   playerKey: string;
   tenant: string;
+  /** KAFKA_TOPIC_PREFIX of the stack's topics. */
+  prefix: string;
   videoIds: string[];
 }
 
@@ -145,7 +159,7 @@ export async function benchReadsConcurrency(ctx: BenchContext, opts: RcOptions):
   const sinceMs = Math.floor(startMs + spanMs * 0.75);
 
   const prepare = async (name: string, extra: Record<string, string>): Promise<Target> => {
-    const { worker } = await ctx.startWorker(name, opts.services, extra);
+    const { worker, prefix } = await ctx.startWorker(name, opts.services, extra);
     const admin = new HttpClient(worker.ready.url, 2);
     const t = await setupTenant(admin, opts.adminToken, `bench reads concurrency ${name}`, 4, true);
     admin.close();
@@ -157,7 +171,7 @@ export async function benchReadsConcurrency(ctx: BenchContext, opts: RcOptions):
     await waitForMerges(rows);
     await worker.rpc({ op: 'command', sql: loadVisitorsSql(tenant) }, 300_000);
     await waitForMerges(rows);
-    return { worker, client: new HttpClient(worker.ready.url, maxConns + 2), apiKey: t.apiKey!, playerKey: t.tenant.player_key, tenant, videoIds: t.videoIds };
+    return { worker, client: new HttpClient(worker.ready.url, maxConns + 2), apiKey: t.apiKey!, playerKey: t.tenant.player_key, tenant, prefix, videoIds: t.videoIds };
   };
 
   // The same events in both; the cursor secret is the run's, so a cursor made for one works on either.
@@ -274,8 +288,8 @@ export async function benchReadsConcurrency(ctx: BenchContext, opts: RcOptions):
 
   // Mixed: the intake at a fixed rate, alone, then with every read at the most connections, on the cached stack.
   // Its visitors are the reads' working set, so the projector keeps invalidating the scores and timelines read.
-  const intake = async (ms: number, during?: () => Promise<Cell & { perKind: Record<RcKind, number[]> }>) => {
-    const sender = new HttpClient(on.worker.ready.url, 256);
+  const intake = async (url: string, ms: number, during?: () => Promise<ReadLoadResult>) => {
+    const sender = new HttpClient(url, 256);
     const batch = 50;
     const intervalMs = (1000 * batch) / opts.mixedRate;
     const lat: number[] = [];
@@ -333,59 +347,54 @@ export async function benchReadsConcurrency(ctx: BenchContext, opts: RcOptions):
     sender.close();
     return { intake: { p50: quantile(lat, 0.5), p99: quantile(lat, 0.99), sent, failed, refused }, reads: r };
   };
-  ctx.progress(`reads-concurrency: mixed, intake alone at ${opts.mixedRate} events/s`);
-  await intake(2000);
-  const alone = await intake(opts.mixedMs);
-  ctx.progress(`reads-concurrency: mixed, intake at ${opts.mixedRate} events/s with every read at ${maxConns} connections`);
-  const perKind = Object.fromEntries(RC_KINDS.map((k) => [k, [] as number[]])) as Record<RcKind, number[]>;
-  const mixedReads = async () => {
-    const lat: number[] = [];
-    let errors = 0;
-    let firstError: string | undefined;
-    let i = 0;
-    const t0 = performance.now();
-    const end = t0 + opts.mixedMs;
+  // The reads come from a process of their own: in this one their client would delay the intake's sender.
+  const mixedPaths = Array.from({ length: 6000 }, (_, k) => {
+    const kind = RC_KINDS[k % RC_KINDS.length]!;
+    return { kind, path: paths.on[kind](Math.floor(k / RC_KINDS.length)) };
+  });
+  const readLoad = (ms: number) => {
+    const child = fork(join(import.meta.dirname, 'read-load.ts'), [], { execPath: process.execPath, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    const job: ReadLoadJob = { url: on.worker.ready.url, headers: auth.on, paths: mixedPaths, conns: maxConns, ms };
+    child.send(job);
+    return new Promise<ReadLoadResult>((resolve, reject) => {
+      child.once('message', (m) => resolve(m as ReadLoadResult));
+      child.once('exit', (code) => reject(new Error(`read load process exited with ${code} before answering`)));
+    });
+  };
+  const mixedRun = async (deployment: string, intakeUrl: string): Promise<MixedRun> => {
+    ctx.progress(`reads-concurrency: mixed (${deployment}), intake alone at ${opts.mixedRate} events/s`);
+    await intake(intakeUrl, 2000);
+    const alone = await intake(intakeUrl, opts.mixedMs);
+    ctx.progress(`reads-concurrency: mixed (${deployment}), intake at ${opts.mixedRate} events/s with every read at ${maxConns} connections`);
     const before = await cacheCounts(on.client);
-    const loop = async () => {
-      while (performance.now() < end) {
-        const k = i++;
-        const kind = RC_KINDS[k % RC_KINDS.length]!;
-        const t = performance.now();
-        try {
-          const res = await on.client.request('GET', paths.on[kind](Math.floor(k / RC_KINDS.length)), { headers: auth.on });
-          if (res.status === 200) {
-            const ms = performance.now() - t;
-            lat.push(ms);
-            perKind[kind].push(ms);
-          } else {
-            errors++;
-            firstError ??= `HTTP ${res.status}: ${res.body.slice(0, 160)}`;
-          }
-        } catch (err) {
-          errors++;
-          firstError ??= String(err);
-        }
-      }
-    };
-    await Promise.all(Array.from({ length: maxConns }, loop));
-    const seconds = (performance.now() - t0) / 1000;
+    const withReads = await intake(intakeUrl, opts.mixedMs, () => readLoad(opts.mixedMs));
     const after = await cacheCounts(on.client);
-    return { rps: lat.length / seconds, p50: quantile(lat, 0.5), p99: quantile(lat, 0.99), errors, firstError, hit: (after.hit - before.hit) / Math.max(1, after.all - before.all), perKind };
+    const r = withReads.reads!;
+    const cellOf = (lat: number[], errors: number, firstError?: string): Cell => ({ rps: lat.length / r.seconds, p50: quantile(lat, 0.5), p99: quantile(lat, 0.99), errors, firstError });
+    return {
+      deployment,
+      alone: alone.intake,
+      withReads: withReads.intake,
+      reads: {
+        all: { ...cellOf(Object.values(r.lat).flat(), r.errors, r.firstError), hit: (after.hit - before.hit) / Math.max(1, after.all - before.all) },
+        ...(Object.fromEntries(RC_KINDS.map((k) => [k, cellOf(r.lat[k] ?? [], 0)])) as Record<RcKind, Cell>),
+      },
+    };
   };
-  const withReads = await intake(opts.mixedMs, mixedReads);
-  const all = withReads.reads!;
-  const seconds = opts.mixedMs / 1000;
-  result.mixed = {
-    rate: opts.mixedRate,
-    alone: alone.intake,
-    withReads: withReads.intake,
-    reads: {
-      all,
-      ...(Object.fromEntries(
-        RC_KINDS.map((k) => [k, { rps: perKind[k].length / seconds, p50: quantile(perKind[k], 0.5), p99: quantile(perKind[k], 0.99), errors: 0 }]),
-      ) as Record<RcKind, Cell>),
-    },
-  };
+  const runs = [await mixedRun('one process', on.worker.ready.url)];
+  if (opts.readsNice > 0) {
+    // The deployment that keeps the intake's latency under reads on one machine: the intake in a
+    // process of its own on the same topics, the read side (API and projector) at a lower CPU priority.
+    const { worker: ingest } = await ctx.startWorker('rc-ingest', 'ingest', { KAFKA_TOPIC_PREFIX: on.prefix });
+    try {
+      await playerKeyKnown(ingest.ready.url, on.playerKey);
+      reniceProcess(on.worker.pid!, opts.readsNice);
+      runs.push(await mixedRun(`split: ingest alone, the read side at nice ${opts.readsNice}`, ingest.ready.url));
+    } finally {
+      await ingest.stop();
+    }
+  }
+  result.mixed = { rate: opts.mixedRate, runs };
   off.client.close();
   on.client.close();
   return result;
