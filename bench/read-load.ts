@@ -1,8 +1,10 @@
 /**
  * Child process of the reads-concurrency phase: the mixed run's reads, a
- * closed loop of `conns` connections over a list of paths, in a process of
- * its own so that their client does not share an event loop with the
- * intake's sender, whose latencies are the figure being measured.
+ * closed loop of `conns` connections, each asking one kind of read over that
+ * kind's paths (so that a slow kind holds its own connections, not all of
+ * them), in a process of its own so that their client does not share an
+ * event loop with the intake's sender, whose latencies are the figure being
+ * measured.
  *
  * IPC: receives one ReadLoadJob, answers one ReadLoadResult, exits.
  */
@@ -11,8 +13,8 @@ import { HttpClient } from './http-client.ts';
 export interface ReadLoadJob {
   url: string;
   headers: Record<string, string>;
-  /** Asked in turn across the connections; `kind` groups the latencies. */
-  paths: { kind: string; path: string }[];
+  /** kind → its paths, asked in turn by that kind's connections; the connections go to the kinds in turn. */
+  paths: Record<string, string[]>;
   conns: number;
   ms: number;
 }
@@ -28,15 +30,20 @@ export interface ReadLoadResult {
 async function run(job: ReadLoadJob): Promise<ReadLoadResult> {
   const client = new HttpClient(job.url, job.conns + 2);
   const lat: Record<string, number[]> = {};
-  for (const p of job.paths) lat[p.kind] ??= [];
+  const kinds = Object.keys(job.paths);
+  const next: Record<string, number> = {};
+  for (const kind of kinds) {
+    lat[kind] = [];
+    next[kind] = 0;
+  }
   let errors = 0;
   let firstError: string | undefined;
-  let i = 0;
   const t0 = performance.now();
   const end = t0 + job.ms;
-  const loop = async () => {
+  const loop = async (kind: string) => {
+    const paths = job.paths[kind]!;
     while (performance.now() < end) {
-      const { kind, path } = job.paths[i++ % job.paths.length]!;
+      const path = paths[next[kind]!++ % paths.length]!;
       const t = performance.now();
       try {
         const res = await client.request('GET', path, { headers: job.headers });
@@ -51,7 +58,7 @@ async function run(job: ReadLoadJob): Promise<ReadLoadResult> {
       }
     }
   };
-  await Promise.all(Array.from({ length: job.conns }, loop));
+  await Promise.all(Array.from({ length: job.conns }, (_, c) => loop(kinds[c % kinds.length]!)));
   client.close();
   return { seconds: (performance.now() - t0) / 1000, lat, errors, firstError };
 }

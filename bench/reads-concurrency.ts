@@ -7,10 +7,10 @@
  * each row: the HTTP layer's ceiling (GET /v1/videos, served from memory) and
  * the engine's own (the read's SQL straight to the ClickHouse client in the
  * stack's process, no HTTP). Then the mixed run: the intake at a fixed rate
- * alone, and again with every read at 64 connections (from a process of their
- * own), first with every service in one process, then with the intake in a
- * process of its own and the read side's process at a lower CPU priority
- * (BENCH_RC_READS_NICE, default 10).
+ * alone, and again with every read at 64 connections (each kind on its own
+ * share of them, from a process of their own); first with every service in
+ * one process, then with the intake in a process of its own and the read
+ * side's process at a lower CPU priority (BENCH_RC_READS_NICE, default 10).
  */
 import { fork } from 'node:child_process';
 import { join } from 'node:path';
@@ -348,10 +348,7 @@ export async function benchReadsConcurrency(ctx: BenchContext, opts: RcOptions):
     return { intake: { p50: quantile(lat, 0.5), p99: quantile(lat, 0.99), sent, failed, refused }, reads: r };
   };
   // The reads come from a process of their own: in this one their client would delay the intake's sender.
-  const mixedPaths = Array.from({ length: 6000 }, (_, k) => {
-    const kind = RC_KINDS[k % RC_KINDS.length]!;
-    return { kind, path: paths.on[kind](Math.floor(k / RC_KINDS.length)) };
-  });
+  const mixedPaths = Object.fromEntries(RC_KINDS.map((kind) => [kind, Array.from({ length: 1000 }, (_, i) => paths.on[kind](i))]));
   const readLoad = (ms: number) => {
     const child = fork(join(import.meta.dirname, 'read-load.ts'), [], { execPath: process.execPath, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     const job: ReadLoadJob = { url: on.worker.ready.url, headers: auth.on, paths: mixedPaths, conns: maxConns, ms };

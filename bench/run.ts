@@ -778,7 +778,7 @@ function reportReadsConcurrency(rc: RcResult): void {
   const m = rc.mixed;
   for (const run of m.runs) {
     out(
-      `### Mixed (${run.deployment}): POST /v1/collect at ${fmtInt(m.rate)} events/s (batches of 50, open loop, visitors of the reads' working set), ${o.mixedMs / 1000} s alone then ${o.mixedMs / 1000} s with every read at ${top} connections (cache on, from a process of their own)`,
+      `### Mixed (${run.deployment}): POST /v1/collect at ${fmtInt(m.rate)} events/s (batches of 50, open loop, visitors of the reads' working set), ${o.mixedMs / 1000} s alone then ${o.mixedMs / 1000} s with every read at ${top} connections (cache on, the connections shared among the kinds, from a process of their own)`,
     );
     out(
       table([
@@ -808,7 +808,7 @@ function reportReadsConcurrency(rc: RcResult): void {
     out(`intake p99 with reads / alone: ${fmtRatio(ratio)} (target ≤ 1.50×: ${verdict})`);
     out(
       table([
-        ['read (mixed, round-robin)', 'req/s', 'p50', 'p99'],
+        ['read (mixed)', 'req/s', 'p50', 'p99'],
         ...RC_KINDS.map((k) => [RC_LABEL[k], ...c(run.reads[k])]),
         [`all, cache hit ${((run.reads.all.hit ?? 0) * 100).toFixed(0)}%, ${run.reads.all.errors} errors${run.reads.all.firstError ? ` (${run.reads.all.firstError})` : ''}`, ...c(run.reads.all)],
       ]),
