@@ -15,6 +15,22 @@ export interface ScoreFactors {
   rewinds: number;
 }
 
+/**
+ * What the visitor read model stores of a visitor: made from the
+ * derived-events service's state by the projector, read back by the API.
+ */
+export interface VisitorSnapshot {
+  tenant_id: string;
+  visitor_id: string;
+  score: number;
+  score_version: number;
+  factors: ScoreFactors;
+  first_seen: number;
+  last_seen: number;
+  videos: string[];
+  lead_at: number | null;
+}
+
 const clamp01 = (x: number): number => (Number.isFinite(x) ? Math.min(1, Math.max(0, x)) : 0);
 
 /**

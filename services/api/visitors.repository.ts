@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { definedParams, type BoundedReads } from '../../shared/clickhouse/bounded-reads.ts';
 import { chFloat, chInt, chNullableInt, chUuid } from '../../shared/clickhouse/rows.ts';
-import type { VisitorSnapshot } from '../derived/intent-rules.ts';
+import type { VisitorSnapshot } from '../../shared/score.ts';
 import { appendDistinct, keysetTail, readDistinct, rowsToFetch, sinceClause } from './event-page.ts';
 
 /** How a list of visitors is ordered: newest first by last_seen, by score, or by when its lead was raised. */

@@ -1,6 +1,6 @@
 import type { PlayerEventRecord } from '../../schemas/records.ts';
 import { uuidV5 } from '../../shared/webhooks/fanout-plan.ts';
-import { factorsFrom, scoreV1, SCORE_VERSION, type FactorInputs, type ScoreFactors } from '../../shared/score.ts';
+import { factorsFrom, scoreV1, SCORE_VERSION, type FactorInputs, type VisitorSnapshot } from '../../shared/score.ts';
 
 /**
  * The rules of the derived events, over one partition of the by-visitor log:
@@ -78,19 +78,6 @@ export interface SessionState {
   utm_campaign: string | null;
   ctwa_clid: string | null;
   external_lead_id: string | null;
-}
-
-/** What the visitor read model stores of a visitor, made from its state by the projector. */
-export interface VisitorSnapshot {
-  tenant_id: string;
-  visitor_id: string;
-  score: number;
-  score_version: number;
-  factors: ScoreFactors;
-  first_seen: number;
-  last_seen: number;
-  videos: string[];
-  lead_at: number | null;
 }
 
 export function visitorSnapshot(key: string, v: VisitorState): VisitorSnapshot {

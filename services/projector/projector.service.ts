@@ -11,7 +11,7 @@ import type { Topics } from '../../shared/kafka/topics.ts';
 import type { Logger } from '../../shared/logger.ts';
 import type { Metrics } from '../../shared/metrics.ts';
 import { dedupeRetriedEvents, needsLookup } from './event-dedupe.ts';
-import type { VisitorSnapshot } from '../derived/intent-rules.ts';
+import type { VisitorSnapshot } from '../../shared/score.ts';
 import { decodeVisitorState, visitorRow } from './visitor-rows.ts';
 import { candidateLine, EVENT_COLUMNS, eventLine, LATEST_EVENT_TIME, retryCandidate, type RetryCandidate } from './event-rows.ts';
 import { InsertTouches, type InsertListener } from '../../shared/read-touches.ts';

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { visitorSnapshot, type VisitorSnapshot as Snapshot, type VisitorState } from '../derived/intent-rules.ts';
+import { visitorSnapshot, type VisitorState } from '../derived/intent-rules.ts';
+import type { VisitorSnapshot as Snapshot } from '../../shared/score.ts';
 import { chTime } from '../../shared/clickhouse/clickhouse.ts';
 import { VISITOR_ID_RE } from '../../shared/ids.ts';
 import { PoisonRecordError, type RecordDecoder } from '../../shared/kafka/poison.ts';
