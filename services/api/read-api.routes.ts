@@ -40,10 +40,10 @@ export async function readApiRoutes(root: FastifyInstance, deps: ReadApiRoutesOp
   const videoPages = keysetPages('cur', deps.cursorSecret);
   const visitorListPages = visitorPages('vsr', deps.cursorSecret);
   const timelinePages = keysetPages('vtl', deps.cursorSecret);
-  const eventsBody = jsonBody(page(VideoEvent));
-  const scoreBody = jsonBody(VisitorScore);
-  const visitorsBody = jsonBody(page(Visitor));
-  const timelineBody = jsonBody(page(VisitorEvent));
+  const eventsBody = jsonBody(page(VideoEvent), `${root.prefix}/videos/:video_id/events`);
+  const scoreBody = jsonBody(VisitorScore, `${root.prefix}/visitors/:visitor_id/score`);
+  const visitorsBody = jsonBody(page(Visitor), `${root.prefix}/visitors`);
+  const timelineBody = jsonBody(page(VisitorEvent), `${root.prefix}/visitors/:visitor_id/events`);
 
   /** The video, if the caller's tenant owns it: 404 for none, 403 for another tenant's. */
   const ownedVideo = (tenantId: string, raw: string) => {
