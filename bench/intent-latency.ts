@@ -21,6 +21,7 @@ import { SchemaRegistry } from '../schemas/registry.ts';
 import { ConfigSchema } from '../shared/config.ts';
 import { topicNames } from '../shared/kafka/topics.ts';
 import { startHttpsReceiver } from '../test/helpers/https-receiver.ts';
+import { metricSum } from '../test/helpers/prometheus-text.ts';
 import { setupTenant, sleep } from './context.ts';
 import { benchBrokers, runBench, startBenchRun } from './harness.ts';
 import { HttpClient } from './http-client.ts';
@@ -88,9 +89,11 @@ async function main(): Promise<void> {
     });
     const worker = await StackWorker.start({ name: 'intent', logDir: run.tmp, env: stackEnv('intent', SPLIT ? 'ingest,projector,api,admin,fanout' : undefined) });
     run.cleanups.push(() => worker.stop());
+    let derivedUrl = worker.ready.url;
     if (SPLIT) {
       const derived = await StackWorker.start({ name: 'intent-derived', logDir: run.tmp, env: stackEnv('intent-derived', 'derived') });
       run.cleanups.push(() => derived.stop());
+      derivedUrl = derived.ready.url;
     }
     const client = new HttpClient(worker.ready.url, 64);
     run.cleanups.push(async () => client.close());
@@ -204,8 +207,14 @@ async function main(): Promise<void> {
     };
 
     await measure('warmup');
+    // The derived stages' transactions over the rounds: mean seconds of each step (derived_transaction_step_seconds).
+    const derivedMetrics = new HttpClient(derivedUrl, 1);
+    run.cleanups.push(async () => derivedMetrics.close());
+    const txSteps = async () => (await derivedMetrics.request('GET', '/metrics')).body;
+    const txBefore = await txSteps();
     const rounds: Round[] = [];
     for (let r = 1; r <= ROUNDS; r++) rounds.push(await measure(`round${r}`));
+    const txAfter = await txSteps();
     out();
     out(
       table([
@@ -214,6 +223,15 @@ async function main(): Promise<void> {
       ]),
     );
     out();
+    const txMean = (stage: string, step: string) => {
+      const of = (text: string, part: 'sum' | 'count') => metricSum(text, `derived_transaction_step_seconds_${part}`, { stage, step });
+      const n = of(txAfter, 'count') - of(txBefore, 'count');
+      return { n, ms: (1000 * (of(txAfter, 'sum') - of(txBefore, 'sum'))) / Math.max(1, n) };
+    };
+    for (const stage of ['repartition', 'intent']) {
+      const steps = (['send', 'offsets', 'commit'] as const).map((step) => [step, txMean(stage, step)] as const);
+      out(`${stage} transactions over the rounds: ${fmtInt(steps[0]![1].n)}, mean ${steps.map(([step, x]) => `${step} ${fmtMs(x.ms)}`).join(', ')}`);
+    }
     out(`202 → high_intent_lead delivered (median of rounds)   p50 ${fmtMs(median(rounds.map((r) => r.p50)))}, p99 ${fmtMs(median(rounds.map((r) => r.p99)))}  (goal p99 ≤ 500 ms)`);
     out(`load avg    ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} (at the end); duration ${((performance.now() - T0) / 1000).toFixed(0)} s`);
   } finally {

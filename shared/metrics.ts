@@ -133,6 +133,12 @@ export function createMetrics() {
       help: 'Records the derived-events service committed, by stage (repartition, intent)',
       labelNames: ['stage'] as const,
     }),
+    derivedTransactionSteps: histogram({
+      name: 'derived_transaction_step_seconds',
+      help: 'Steps of the derived-events stages\' transactions, one per fetched batch of a partition, by stage (repartition, intent) and step (send: outputs, partitions added first; offsets: the input offset added; commit)',
+      labelNames: ['stage', 'step'] as const,
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    }),
     derivedStateEvicted: counter({
       name: 'derived_state_evicted_total',
       help: 'Visitors and sessions the derived-events service forgot because their tenant reached its bound (DERIVED_MAX_*_PER_TENANT), by kind',

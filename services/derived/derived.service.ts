@@ -9,7 +9,7 @@ import { playerEventKey } from '../../shared/kafka/event-keys.ts';
 import { groupProblems } from '../../shared/kafka/group-member.ts';
 import { fieldsDecoder, recordDecoder, type Decoded } from '../../shared/kafka/poison.ts';
 import type { Topics } from '../../shared/kafka/topics.ts';
-import { TransactionalStage, type StageOutput } from '../../shared/kafka/transactional-stage.ts';
+import { TransactionalStage, type StageOutput, type TransactionSteps } from '../../shared/kafka/transactional-stage.ts';
 import type { Logger } from '../../shared/logger.ts';
 import type { Metrics } from '../../shared/metrics.ts';
 import { applyEvent, applyTick, emptyState, type IntentSettings, type PartitionState, type RuleOptions, type SessionState, type Step, type VisitorState, sessionKey } from './intent-rules.ts';
@@ -103,6 +103,10 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
     maxVisitorsPerTenant: Math.ceil(deps.maxVisitorsPerTenant / partitions),
     maxSessionsPerTenant: Math.ceil(deps.maxSessionsPerTenant / partitions),
   };
+  const committed = (stage: 'repartition' | 'intent', records: number, steps: TransactionSteps) => {
+    metrics.derivedRecords.inc({ stage }, records);
+    for (const step of ['send', 'offsets', 'commit'] as const) metrics.derivedTransactionSteps.observe({ stage, step }, steps[step]);
+  };
   const member = { kafka, log, metrics, deadLetters: deps.deadLetters, stallMs: deps.stallMs, sessionTimeoutMs: deps.sessionTimeoutMs, admin };
 
   // The repartition only routes: it reads the three fields it needs and
@@ -131,7 +135,7 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
       }
       return out;
     },
-    onCommitted: (_p, n) => metrics.derivedRecords.inc({ stage: 'repartition' }, n),
+    onCommitted: (_p, n, _o, steps) => committed('repartition', n, steps),
   });
 
   const changelog = new Changelog({ kafka, admin, topic: topics.derivedState, log, metrics, deadLetters: deps.deadLetters, stallMs: deps.stallMs });
@@ -189,7 +193,7 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
       stateSize();
       return out;
     },
-    onCommitted: (_p, n) => metrics.derivedRecords.inc({ stage: 'intent' }, n),
+    onCommitted: (_p, n, _o, steps) => committed('intent', n, steps),
   });
 
   const ticks: Producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });

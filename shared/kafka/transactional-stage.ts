@@ -25,8 +25,15 @@ export interface TransactionalStageOptions<T> extends GroupMemberOptions<T> {
    * before it reads again.
    */
   process: (partition: number, records: { record: Decoded<T>; message: KafkaMessage }[]) => StageOutput[];
-  /** After a batch's transaction committed. */
-  onCommitted?: (partition: number, records: number, outputs: number) => void;
+  /** After a batch's transaction committed, with the seconds each step of it took. */
+  onCommitted?: (partition: number, records: number, outputs: number, steps: TransactionSteps) => void;
+}
+
+/** Seconds of a batch's transaction: its outputs sent (partitions added first), its input offset added, its commit. */
+export interface TransactionSteps {
+  send: number;
+  offsets: number;
+  commit: number;
 }
 
 interface Owned {
@@ -126,6 +133,7 @@ export class TransactionalStage<T> {
     }
     const next = String(BigInt(batch.lastOffset()) + 1n);
     let outputs: StageOutput[] = [];
+    let steps: TransactionSteps = { send: 0, offsets: 0, commit: 0 };
     const tx = await owned.producer.transaction();
     try {
       outputs = this.#opts.process(partition, records);
@@ -135,9 +143,13 @@ export class TransactionalStage<T> {
         if (list) list.push(m);
         else byTopic.set(out, [m]);
       }
+      const t0 = performance.now();
       if (byTopic.size > 0) await tx.sendBatch({ topicMessages: [...byTopic].map(([t, ms]) => ({ topic: t, messages: ms })) });
+      const t1 = performance.now();
       await tx.sendOffsets({ consumerGroupId: this.groupId, topics: [{ topic, partitions: [{ partition, offset: next }] }] });
+      const t2 = performance.now();
       await tx.commit();
+      steps = { send: (t1 - t0) / 1000, offsets: (t2 - t1) / 1000, commit: (performance.now() - t2) / 1000 };
     } catch (err) {
       await tx.abort().catch(() => undefined);
       // The state moved past what was committed: take the partition on
@@ -150,7 +162,7 @@ export class TransactionalStage<T> {
     resolveOffset(batch.lastOffset());
     this.member.progress();
     if (this.member.failing !== undefined) this.member.recovered();
-    this.#opts.onCommitted?.(partition, records.length, outputs.length);
+    this.#opts.onCommitted?.(partition, records.length, outputs.length, steps);
     await heartbeat();
   }
 
