@@ -291,7 +291,13 @@ export class GroupConsumer<T> {
     }
     const timer = setTimeout(() => {
       this.#timers.delete(timer);
-      consumer.resume([{ topic, partitions: [partition] }]);
+      try {
+        consumer.resume([{ topic, partitions: [partition] }]);
+      } catch (err) {
+        // The consumer crashed meanwhile and is between runs: its restart
+        // starts unpaused from the committed offset, so there is nothing to resume.
+        this.member.log.warn({ err: { message: (err as Error).message }, topic, partition }, 'consumer_resume_failed');
+      }
     }, ms);
     this.#timers.add(timer);
   }
