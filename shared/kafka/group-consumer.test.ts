@@ -5,10 +5,11 @@ import { createMetrics } from '../metrics.ts';
 import type { Decoded } from './poison.ts';
 import { GroupConsumer, type GroupConsumerOptions } from './group-consumer.ts';
 import { TimeSlices } from '../time-slices.ts';
+import { createLogger } from '../logger.ts';
 
 type Options<T> = Pick<GroupConsumerOptions<T>, 'groupId' | 'decode'> &
   Pick<Extract<GroupConsumerOptions<T>, { maxOutstanding: number }>, 'handle' | 'maxOutstanding'> &
-  Partial<Pick<GroupConsumerOptions<T>, 'metrics' | 'slices' | 'dueSlackMs'>>;
+  Partial<Pick<GroupConsumerOptions<T>, 'metrics' | 'slices' | 'dueSlackMs' | 'log'>>;
 
 /** A per-record GroupConsumer of the fixture's topic with the tests' defaults (fresh metrics and dead letters, no stall alarm); `opts` gives the rest. */
 function trackedConsumer<T>(fx: ReturnType<typeof consumerFixture>, opts: Options<T>): GroupConsumer<T> {
@@ -162,6 +163,52 @@ describe('A per-record GroupConsumer waiting for records not yet due', () => {
     expect(waits).toBeLessThanOrEqual(4);
     // A record is decoded once, and once more per wait it ended.
     expect(decodes).toBe(count + waits);
+  }, 60_000);
+});
+
+/** Against the run's real broker: a wait that ends after the consumer crashed and before kafkajs runs it again. */
+describe('A per-record GroupConsumer whose consumer is between runs when a wait ends', () => {
+  const fx = consumerFixture('due-crash', 1);
+  const { topic } = fx;
+
+  it('logs the resume it cannot make instead of throwing from the timer, and commits nothing past the record', async () => {
+    const producer = fx.kafka.producer();
+    await producer.connect();
+    const dueAt = Date.now() + 1500;
+    await producer.send({ topic, messages: [{ value: String(dueAt) }] });
+    await producer.disconnect();
+    const lines: string[] = [];
+    const log = createLogger({ level: 'warn', destination: { write: (line: string) => void lines.push(line) } });
+    let waits = 0;
+    const handled: number[] = [];
+    const consumer = trackedConsumer<number>(fx, {
+      groupId: `due-crash-group-${fx.id}`,
+      log,
+      decode: (m): Decoded<number> => ({ kind: 'value', value: Number(m.value!.toString()) }),
+      maxOutstanding: 10,
+      handle: (record) => {
+        const due = (record as { value: number }).value;
+        if (due > Date.now()) {
+          waits++;
+          return { kind: 'wait', dueAt: due };
+        }
+        handled.push(due);
+        return { kind: 'work', done: Promise.resolve() };
+      },
+    });
+    try {
+      await consumer.start();
+      await expect.poll(() => waits, { timeout: 30_000, interval: 50 }).toBe(1);
+      // What kafkajs does to a crashed consumer before it restarts it: no consumer group until the next run.
+      await consumer.member.consumer.stop();
+      await expect.poll(() => lines.some((l) => l.includes('consumer_resume_failed')), { timeout: 10_000, interval: 100 }).toBe(true);
+      // Nothing handled meanwhile, nothing committed: kafkajs's restart reads the record again from the committed offset.
+      expect(handled).toEqual([]);
+      const [offsets] = await fx.admin.fetchOffsets({ groupId: `due-crash-group-${fx.id}`, topics: [topic] });
+      expect(offsets!.partitions[0]!.offset).toBe('-1');
+    } finally {
+      await consumer.stop(2000);
+    }
   }, 60_000);
 });
 
