@@ -68,9 +68,14 @@ describe('signed webhooks to a real HTTPS receiver', () => {
       { event_name: 'seek', video_id: t.videoId, from: 10, to: 2 },
     ]);
     expect(res.status).toBe(202);
-    await eventually(async () => (rx.to('/all').length >= names.length ? true : undefined), 20_000);
+    // Only the player events are this test's: its 13 visitors share one
+    // session, so the derived-events service (sessions kept per visitor's
+    // partition) may also raise an abandonment, depending on where the
+    // tenant's random id puts them (derived events: derived-events.test.ts).
+    const playerEvents = () => rx.to('/all').filter((r) => (names as string[]).includes(String(r.headers['x-player-event'])));
+    await eventually(async () => (playerEvents().length >= names.length ? true : undefined), 20_000);
     await s.fanoutIdle();
-    const got = rx.to('/all');
+    const got = playerEvents();
     expect(got).toHaveLength(names.length); // signals are not delivered
     expect(got.map((r) => r.headers['x-player-event']).sort()).toEqual([...names].sort());
     for (const r of got) {
