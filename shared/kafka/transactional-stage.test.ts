@@ -4,7 +4,7 @@ import { consumerFixture } from '../../test/helpers/consumer-fixture.ts';
 import { readTopicToEnd } from '../../test/helpers/kafka-inspect.ts';
 import { createMetrics } from '../metrics.ts';
 import { ensureTopics } from './topics.ts';
-import { TransactionalStage } from './transactional-stage.ts';
+import { MAX_SEND_BYTES, sendRequests, TransactionalStage, type StageOutput } from './transactional-stage.ts';
 
 /** Against the run's real broker. */
 describe('TransactionalStage', () => {
@@ -50,4 +50,66 @@ describe('TransactionalStage', () => {
       await stage.stop();
     }
   }, 120_000);
+
+  it('writes a batch whose outputs exceed the broker\'s largest record batch (1 MiB) in several requests of one transaction, every record exactly once', async () => {
+    // A topic at the broker's default max.message.bytes, as derived.state is.
+    const [input, out] = [`${fx.topic}.big-in`, `${fx.topic}.big-out`];
+    await ensureTopics(fx.admin, [input, out].map((topic) => ({ topic, numPartitions: 1, replicationFactor: 1 })));
+    const producer = fx.kafka.producer();
+    await producer.connect();
+    await producer.send({ topic: input, messages: Array.from({ length: 400 }, (_, i) => ({ value: String(i) })) });
+    await producer.disconnect();
+
+    // Each small input becomes 4 KiB of output on one partition: the first
+    // fetch's ~1.6 MiB in one request is refused for good (MESSAGE_TOO_LARGE).
+    const metrics = createMetrics();
+    let largest = 0;
+    const stage = new TransactionalStage<string>({
+      kafka: fx.kafka,
+      admin: fx.admin,
+      log: fx.log,
+      metrics,
+      deadLetters: fx.deadLetters(metrics),
+      stallMs: 60_000,
+      groupId: `stage-big-${fx.id}`,
+      transactionalIdPrefix: `stage-big-${fx.id}`,
+      topics: [input],
+      decode: (m) => ({ kind: 'value', value: m.value!.toString() }),
+      restore: async () => undefined,
+      process: (_partition, records) => {
+        largest = Math.max(largest, records.length);
+        return records.map(({ record }) => ({ topic: out, partition: 0, key: record.kind === 'value' ? record.value : null, value: Buffer.alloc(4096, 120) }));
+      },
+    });
+    await stage.start();
+    try {
+      await expect.poll(async () => (await readTopicToEnd(fx.kafka, fx.admin, out, 10_000)).length, { timeout: 60_000, interval: 500 }).toBe(400);
+      const keys = (await readTopicToEnd(fx.kafka, fx.admin, out, 10_000)).map((r) => r.key?.toString());
+      expect(keys).toEqual(Array.from({ length: 400 }, (_, i) => String(i)));
+      // The case is real only if one batch's outputs were over the limit.
+      expect(largest * 4096).toBeGreaterThan(1024 * 1024);
+      expect(stage.health()).toBeUndefined();
+    } finally {
+      await stage.stop();
+    }
+  }, 120_000);
+});
+
+describe('sendRequests', () => {
+  const rec = (topic: string, bytes: number, i: number): StageOutput => ({ topic, key: String(i), value: Buffer.alloc(bytes) });
+
+  it('cuts outputs into requests under the byte bound, in order, grouped by topic; a record over the bound goes alone', () => {
+    const outputs = [rec('a', 300, 0), rec('b', 300, 1), rec('a', 300, 2), rec('a', 2000, 3), rec('b', 100, 4)];
+    const requests = sendRequests(outputs, 1100);
+    expect(requests.map((r) => r.map(({ topic, messages }) => [topic, messages.map((m) => m.key)]))).toEqual([
+      [['a', ['0', '2']], ['b', ['1']]],
+      [['a', ['3']]],
+      [['b', ['4']]],
+    ]);
+    expect(sendRequests([], 1000)).toEqual([]);
+    // Headers count: each record's key, value and headers.
+    const withHeaders = [0, 1, 2].map((i) => ({ topic: 'a', key: String(i), value: Buffer.alloc(200), headers: { src: Buffer.alloc(200) } }));
+    expect(sendRequests(withHeaders, 1000).map((r) => r[0]!.messages.length)).toEqual([2, 1]);
+    expect(MAX_SEND_BYTES).toBeLessThan(1024 * 1024);
+  });
 });

@@ -36,6 +36,49 @@ export interface TransactionSteps {
   commit: number;
 }
 
+/**
+ * Most record bytes in one produce request of a transaction. kafkajs sends
+ * each partition's share of a request as one record batch, which the broker
+ * refuses for good over the topic's max.message.bytes (1 MiB by default); a
+ * batch's outputs can be several times its input (the intent stage writes a
+ * state record per changed key), so they go in requests well below it, one
+ * after another in the same transaction.
+ */
+export const MAX_SEND_BYTES = 512 * 1024;
+
+/** Outputs in order, cut into requests of at most `maxBytes` (a larger record alone), each grouped by topic. */
+export function sendRequests(outputs: readonly StageOutput[], maxBytes: number): { topic: string; messages: Message[] }[][] {
+  const requests: { topic: string; messages: Message[] }[][] = [];
+  let current = new Map<string, Message[]>();
+  let bytes = 0;
+  const flush = () => {
+    if (current.size > 0) requests.push([...current].map(([topic, messages]) => ({ topic, messages })));
+    current = new Map();
+    bytes = 0;
+  };
+  for (const { topic, ...m } of outputs) {
+    const size = recordBytes(m);
+    if (bytes > 0 && bytes + size > maxBytes) flush();
+    const list = current.get(topic);
+    if (list) list.push(m);
+    else current.set(topic, [m]);
+    bytes += size;
+  }
+  flush();
+  return requests;
+}
+
+const byteLength = (v: Buffer | string | null | undefined): number => (v == null ? 0 : typeof v === 'string' ? Buffer.byteLength(v) : v.length);
+
+/** A record's bytes in a batch, near enough: key, value, headers and ~40 bytes of framing. */
+function recordBytes(m: Message): number {
+  let n = 40 + byteLength(m.key) + byteLength(m.value as Buffer | string | null);
+  for (const [k, v] of Object.entries(m.headers ?? {})) {
+    for (const one of Array.isArray(v) ? v : [v]) n += Buffer.byteLength(k) + byteLength(one as Buffer | string | undefined);
+  }
+  return n;
+}
+
 interface Owned {
   generation: number;
   producer: Producer;
@@ -137,14 +180,8 @@ export class TransactionalStage<T> {
     const tx = await owned.producer.transaction();
     try {
       outputs = this.#opts.process(partition, records);
-      const byTopic = new Map<string, Message[]>();
-      for (const { topic: out, ...m } of outputs) {
-        const list = byTopic.get(out);
-        if (list) list.push(m);
-        else byTopic.set(out, [m]);
-      }
       const t0 = performance.now();
-      if (byTopic.size > 0) await tx.sendBatch({ topicMessages: [...byTopic].map(([t, ms]) => ({ topic: t, messages: ms })) });
+      for (const topicMessages of sendRequests(outputs, MAX_SEND_BYTES)) await tx.sendBatch({ topicMessages });
       const t1 = performance.now();
       await tx.sendOffsets({ consumerGroupId: this.groupId, topics: [{ topic, partitions: [{ partition, offset: next }] }] });
       const t2 = performance.now();
