@@ -172,7 +172,7 @@ export class GroupCommitProducer {
    * The idle lane whose last transaction ended longest ago, or undefined
    * when all run. Right after a commit the coordinator is still writing
    * that lane's markers (about 6 ms here): a transaction begun on it then is
-   * refused with CONCURRENT_TRANSACTIONS and retried 20 ms later, and
+   * refused with CONCURRENT_TRANSACTIONS and retried a few ms later, and
    * meanwhile holds back the later records of its partitions from
    * read_committed readers. The first idle lane (as before) was nearly
    * always the one that had just committed.
