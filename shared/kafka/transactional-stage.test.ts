@@ -4,11 +4,28 @@ import { consumerFixture } from '../../test/helpers/consumer-fixture.ts';
 import { readTopicToEnd } from '../../test/helpers/kafka-inspect.ts';
 import { createMetrics } from '../metrics.ts';
 import { ensureTopics } from './topics.ts';
-import { MAX_SEND_BYTES, sendRequests, TransactionalStage, type StageOutput } from './transactional-stage.ts';
+import { MAX_SEND_BYTES, sendRequests, TransactionalStage, type StageOutput, type TransactionalStageOptions } from './transactional-stage.ts';
 
 /** Against the run's real broker. */
 describe('TransactionalStage', () => {
   const fx = consumerFixture('stage', 1);
+  /** A stage of string records from `input`, with its own group and transactional ids. */
+  const stageOf = (name: string, input: string, opts: Pick<TransactionalStageOptions<string>, 'restore' | 'process'>) => {
+    const metrics = createMetrics();
+    return new TransactionalStage<string>({
+      kafka: fx.kafka,
+      admin: fx.admin,
+      log: fx.log,
+      metrics,
+      deadLetters: fx.deadLetters(metrics),
+      stallMs: 60_000,
+      groupId: `${name}-${fx.id}`,
+      transactionalIdPrefix: `${name}-${fx.id}`,
+      topics: [input],
+      decode: (m) => ({ kind: 'value', value: m.value!.toString() }),
+      ...opts,
+    });
+  };
 
   it('goes on after a take-on fails with an error kafkajs will not restart for, and copies every record exactly once', async () => {
     const out = `${fx.topic}.out`;
@@ -22,18 +39,7 @@ describe('TransactionalStage', () => {
     // was down: a non-retriable error, after which kafkajs does not restart
     // the consumer by itself.
     let restores = 0;
-    const metrics = createMetrics();
-    const stage = new TransactionalStage<string>({
-      kafka: fx.kafka,
-      admin: fx.admin,
-      log: fx.log,
-      metrics,
-      deadLetters: fx.deadLetters(metrics),
-      stallMs: 60_000,
-      groupId: `stage-${fx.id}`,
-      transactionalIdPrefix: `stage-${fx.id}`,
-      topics: [fx.topic],
-      decode: (m) => ({ kind: 'value', value: m.value!.toString() }),
+    const stage = stageOf('stage', fx.topic, {
       restore: async () => {
         if (++restores === 1) throw new KafkaJSNonRetriableError("Cannot destructure property 'partitions' of 'high.pop(...)' as it is undefined.");
       },
@@ -62,19 +68,8 @@ describe('TransactionalStage', () => {
 
     // Each small input becomes 4 KiB of output on one partition: the first
     // fetch's ~1.6 MiB in one request is refused for good (MESSAGE_TOO_LARGE).
-    const metrics = createMetrics();
     let largest = 0;
-    const stage = new TransactionalStage<string>({
-      kafka: fx.kafka,
-      admin: fx.admin,
-      log: fx.log,
-      metrics,
-      deadLetters: fx.deadLetters(metrics),
-      stallMs: 60_000,
-      groupId: `stage-big-${fx.id}`,
-      transactionalIdPrefix: `stage-big-${fx.id}`,
-      topics: [input],
-      decode: (m) => ({ kind: 'value', value: m.value!.toString() }),
+    const stage = stageOf('stage-big', input, {
       restore: async () => undefined,
       process: (_partition, records) => {
         largest = Math.max(largest, records.length);
