@@ -95,7 +95,7 @@ describe('sendRequests', () => {
 
   it('cuts outputs into requests under the byte bound, in order, grouped by topic; a record over the bound goes alone', () => {
     const outputs = [rec('a', 300, 0), rec('b', 300, 1), rec('a', 300, 2), rec('a', 2000, 3), rec('b', 100, 4)];
-    const requests = sendRequests(outputs, 1100);
+    const requests = sendRequests(outputs, 1200);
     expect(requests.map((r) => r.map(({ topic, messages }) => [topic, messages.map((m) => m.key)]))).toEqual([
       [['a', ['0', '2']], ['b', ['1']]],
       [['a', ['3']]],

@@ -1,5 +1,6 @@
 import type { Admin, EachBatchPayload, KafkaMessage, Message, Producer } from 'kafkajs';
 import { GroupMember, type GroupMemberOptions } from './group-member.ts';
+import { messageBytes } from './coalescing-sender.ts';
 import { TRANSACTIONAL_RETRY } from './kafka.ts';
 import { JavaCompatiblePartitioner } from './partitioner.ts';
 import type { Decoded } from './poison.ts';
@@ -57,7 +58,7 @@ export function sendRequests(outputs: readonly StageOutput[], maxBytes: number):
     bytes = 0;
   };
   for (const { topic, ...m } of outputs) {
-    const size = recordBytes(m);
+    const size = messageBytes(m);
     if (bytes > 0 && bytes + size > maxBytes) flush();
     const list = current.get(topic);
     if (list) list.push(m);
@@ -66,17 +67,6 @@ export function sendRequests(outputs: readonly StageOutput[], maxBytes: number):
   }
   flush();
   return requests;
-}
-
-const byteLength = (v: Buffer | string | null | undefined): number => (v == null ? 0 : typeof v === 'string' ? Buffer.byteLength(v) : v.length);
-
-/** A record's bytes in a batch, near enough: key, value, headers and ~40 bytes of framing. */
-function recordBytes(m: Message): number {
-  let n = 40 + byteLength(m.key) + byteLength(m.value as Buffer | string | null);
-  for (const [k, v] of Object.entries(m.headers ?? {})) {
-    for (const one of Array.isArray(v) ? v : [v]) n += Buffer.byteLength(k) + byteLength(one as Buffer | string | undefined);
-  }
-  return n;
 }
 
 interface Owned {
