@@ -60,10 +60,16 @@ export class Changelog {
         this.#advance(partition, offset);
         return { kind: 'work', done: Promise.resolve() };
       },
+      // The position moves past a batch's trailing markers only once all of
+      // its records are applied: kafkajs ends a batch cut short by a crash or
+      // rebalance with its last offset too, and a restore that trusted it
+      // decided on state missing that batch's records.
+      onBatchTaken: (_topic, partition, lastOffset) => this.#advance(partition, BigInt(lastOffset)),
     });
     const { events } = this.#consumer.member.consumer;
     this.#consumer.member.consumer.on(events.END_BATCH_PROCESS, (e) => {
-      if (e.payload.topic === this.topic) this.#advance(e.payload.partition, BigInt(e.payload.lastOffset));
+      // A batch of markers or aborted records only: nothing to apply.
+      if (e.payload.topic === this.topic && e.payload.batchSize === 0 && e.payload.firstOffset !== null) this.#advance(e.payload.partition, BigInt(e.payload.lastOffset));
     });
   }
 

@@ -9,7 +9,7 @@ import { createLogger } from '../logger.ts';
 
 type Options<T> = Pick<GroupConsumerOptions<T>, 'groupId' | 'decode'> &
   Pick<Extract<GroupConsumerOptions<T>, { maxOutstanding: number }>, 'handle' | 'maxOutstanding'> &
-  Partial<Pick<GroupConsumerOptions<T>, 'metrics' | 'slices' | 'dueSlackMs' | 'log'>>;
+  Partial<Pick<GroupConsumerOptions<T>, 'metrics' | 'slices' | 'dueSlackMs' | 'log' | 'onBatchTaken'>>;
 
 /** A per-record GroupConsumer of the fixture's topic with the tests' defaults (fresh metrics and dead letters, no stall alarm); `opts` gives the rest. */
 function trackedConsumer<T>(fx: ReturnType<typeof consumerFixture>, opts: Options<T>): GroupConsumer<T> {
@@ -304,4 +304,62 @@ describe('A per-record GroupConsumer draining a backlog', () => {
     expect(peak).toBeLessThanOrEqual(5);
     expect(peak).toBeGreaterThanOrEqual(2);
   }, 120_000);
+});
+
+/**
+ * A reader that tracks how far it has read (the changelog a restore waits
+ * on) must not count a batch cut short: kafkajs ends it with the batch's
+ * last offset all the same.
+ */
+describe('A per-record GroupConsumer whose batch is cut short', () => {
+  const fx = consumerFixture('cut', 1);
+  const { topic } = fx;
+
+  it('reports a batch as taken only once every record of it was handled, though kafkajs ends the cut batch with its last offset', async () => {
+    const producer = fx.kafka.producer();
+    await producer.connect();
+    // One send: one record batch, fetched whole.
+    await producer.send({ topic, messages: Array.from({ length: 100 }, (_, i) => ({ partition: 0, value: String(i) })) });
+    await producer.disconnect();
+
+    const handled = new Set<number>();
+    let failed = false;
+    /** The records not handled at or below each offset reported as taken. */
+    const missingAtTaken: number[] = [];
+    let lastTaken = -1;
+    const consumer = trackedConsumer<string>(fx, {
+      groupId: `cut-group-${fx.id}`,
+      decode: asString,
+      maxOutstanding: 1000,
+      // Offset 50 fails once: the consumer seeks back to it, which cuts the batch there.
+      handle: (_record, message) => {
+        const offset = Number(message.offset);
+        if (offset === 50 && !failed) {
+          failed = true;
+          throw new Error('transient');
+        }
+        handled.add(offset);
+        return { kind: 'work', done: Promise.resolve() };
+      },
+      onBatchTaken: (_topic, _partition, lastOffset) => {
+        lastTaken = Math.max(lastTaken, Number(lastOffset));
+        for (let o = 0; o <= Number(lastOffset); o++) if (!handled.has(o)) missingAtTaken.push(o);
+      },
+    });
+    const ended: { lastOffset: number; handled: number }[] = [];
+    consumer.member.consumer.on(consumer.member.consumer.events.END_BATCH_PROCESS, (e) => {
+      ended.push({ lastOffset: Number(e.payload.lastOffset), handled: handled.size });
+    });
+    try {
+      await consumer.start();
+      await expect.poll(() => lastTaken, { timeout: 30_000, interval: 50 }).toBe(99);
+    } finally {
+      await consumer.stop(2000);
+    }
+    expect(failed).toBe(true);
+    expect(handled.size).toBe(100);
+    expect(missingAtTaken).toEqual([]);
+    // The hazard the hook avoids: kafkajs ended the cut batch at offset 99 with 50 records handled.
+    expect(ended.some((e) => e.lastOffset === 99 && e.handled < 100)).toBe(true);
+  }, 60_000);
 });

@@ -46,6 +46,12 @@ export type GroupConsumerOptions<T> = GroupMemberOptions<T> &
     /** Records taken on and not done, after each fetched batch. */
     onInFlight?: (n: number) => void;
     /**
+     * Every record of a fetched batch was taken on, in order: the partition
+     * is read through `lastOffset` (markers included). Not called for a batch
+     * cut short (a rebalance, a crash, a seek), which is fetched again.
+     */
+    onBatchTaken?: (topic: string, partition: number, lastOffset: string) => void;
+    /**
      * A partition waiting for a record that is not yet due is fetched again
      * this long after the record falls due (default 0), so that one fetch
      * takes every record due in that window. Without it, records due a few
@@ -207,6 +213,7 @@ export class GroupConsumer<T> {
     }
     // Markers after the last record (a transaction's commit) commit once it is done.
     if (BigInt(batch.lastOffset()) > BigInt(messages.at(-1)!.offset)) this.#commits.skip(lane, batch.lastOffset());
+    this.#opts.onBatchTaken?.(topic, partition, batch.lastOffset());
     resolveOffset(batch.lastOffset());
     this.#batches?.schedule();
     this.#opts.onInFlight?.(this.#commits.inFlight);
