@@ -46,6 +46,8 @@ const TICK = 'tick';
  */
 const SRC = 'src';
 const STREAM_TIME_KEY = 't';
+/** Changelog key of the by-visitor offset a partition's state was written at (the stage's checkpoint). */
+const INPUT_OFFSET_KEY = 'o';
 
 /** A record of the by-visitor log: a player event and where it was read, or a tick of stream time. */
 type ByVisitor = { kind: 'event'; event: PlayerEventRecord; srcPartition: number; srcOffset: number } | { kind: 'tick'; at: number };
@@ -165,9 +167,12 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
     },
     restore: async (partition) => {
       await changelog.caughtUp(partition, intent.member.stopSignal);
-      states.set(partition, restoreState(changelog.values(partition)));
+      const values = changelog.values(partition);
+      states.set(partition, restoreState(values));
       stateSize();
+      return values.get(INPUT_OFFSET_KEY)?.toString('utf8');
     },
+    checkpoint: (partition, next) => ({ topic: topics.derivedState, partition, key: INPUT_OFFSET_KEY, value: Buffer.from(next) }),
     process: (partition, records) => {
       const state = states.get(partition)!;
       const events: PlayerEventRecord[] = [];

@@ -10,7 +10,7 @@ import { MAX_SEND_BYTES, sendRequests, TransactionalStage, type StageOutput, typ
 describe('TransactionalStage', () => {
   const fx = consumerFixture('stage', 1);
   /** A stage of string records from `input`, with its own group and transactional ids. */
-  const stageOf = (name: string, input: string, opts: Pick<TransactionalStageOptions<string>, 'restore' | 'process'>) => {
+  const stageOf = (name: string, input: string, opts: Pick<TransactionalStageOptions<string>, 'restore' | 'process' | 'checkpoint'>) => {
     const metrics = createMetrics();
     return new TransactionalStage<string>({
       kafka: fx.kafka,
@@ -42,6 +42,7 @@ describe('TransactionalStage', () => {
     const stage = stageOf('stage', fx.topic, {
       restore: async () => {
         if (++restores === 1) throw new KafkaJSNonRetriableError("Cannot destructure property 'partitions' of 'high.pop(...)' as it is undefined.");
+        return undefined;
       },
       process: (_partition, records) => records.map(({ record }) => ({ topic: out, value: record.kind === 'value' ? record.value : null })),
     });
@@ -86,6 +87,56 @@ describe('TransactionalStage', () => {
       expect(stage.health()).toBeUndefined();
     } finally {
       await stage.stop();
+    }
+  }, 120_000);
+
+  it('takes a partition on only once its restored state is at the committed offset: a restore that comes back short is made again before any record is read', async () => {
+    const [input, out] = [`${fx.topic}.cp-in`, `${fx.topic}.cp-out`];
+    await ensureTopics(fx.admin, [input, out].map((topic) => ({ topic, numPartitions: 1, replicationFactor: 1 })));
+    const producer = fx.kafka.producer();
+    await producer.connect();
+    const produce = (from: number, n: number) => producer.send({ topic: input, messages: Array.from({ length: n }, (_, i) => ({ value: String(from + i) })) });
+    /** The checkpoints written, newest last: each transaction's input offset. */
+    const checkpoints = async () => (await readTopicToEnd(fx.kafka, fx.admin, out, 10_000)).filter((r) => r.key?.toString() === 'checkpoint').map((r) => r.value!.toString());
+    const copies = async () => (await readTopicToEnd(fx.kafka, fx.admin, out, 10_000)).filter((r) => r.key?.toString() !== 'checkpoint').map((r) => r.value!.toString());
+    const opts = (restore: () => Promise<string | undefined>, processedAfter: (string | undefined)[], last: { at?: string }) => ({
+      restore: async () => {
+        last.at = await restore();
+        return last.at;
+      },
+      process: (_partition: number, records: Parameters<TransactionalStageOptions<string>['process']>[1]) => {
+        processedAfter.push(last.at);
+        return records.map(({ record }) => ({ topic: out, partition: 0, value: record.kind === 'value' ? record.value : null }));
+      },
+      checkpoint: (partition: number, next: string): StageOutput => ({ topic: out, partition, key: 'checkpoint', value: Buffer.from(next) }),
+    });
+
+    await produce(0, 20);
+    const first = stageOf('stage-cp', input, opts(async () => undefined, [], {}));
+    await first.start();
+    try {
+      await expect.poll(async () => (await checkpoints()).at(-1), { timeout: 60_000, interval: 500 }).toBe('20');
+    } finally {
+      await first.stop();
+    }
+
+    // The next owner's first two restores come back short (offset 10, as a
+    // changelog read cut short would), then whole (20).
+    await produce(20, 10);
+    let restores = 0;
+    const processedAfter: (string | undefined)[] = [];
+    const second = stageOf('stage-cp', input, opts(async () => (++restores <= 2 ? '10' : '20'), processedAfter, {}));
+    await second.start();
+    try {
+      await expect.poll(async () => (await copies()).length, { timeout: 60_000, interval: 500 }).toBe(30);
+      expect(await copies()).toEqual(Array.from({ length: 30 }, (_, i) => String(i)));
+      expect(restores).toBeGreaterThanOrEqual(3);
+      expect(processedAfter.length).toBeGreaterThan(0);
+      expect(processedAfter.filter((at) => at !== '20')).toEqual([]);
+      expect((await checkpoints()).at(-1)).toBe('30');
+    } finally {
+      await second.stop();
+      await producer.disconnect();
     }
   }, 120_000);
 });

@@ -17,9 +17,17 @@ export interface TransactionalStageOptions<T> extends GroupMemberOptions<T> {
   /**
    * Called when the stage takes a partition on (at every assignment, and
    * after a failed transaction), once the partition's previous writer is
-   * fenced: load its state as of the committed offset.
+   * fenced: load its state as of the committed offset. Resolves to the input
+   * offset the state was written at (its `checkpoint`), when it keeps one.
    */
-  restore: (partition: number) => Promise<void>;
+  restore: (partition: number) => Promise<string | undefined>;
+  /**
+   * A record each transaction also writes, saying the input offset its
+   * state reflects (the offset it commits). A restore that reads back an
+   * older one is short of committed state, and is made again before the
+   * partition is read: deciding on it would raise again what was raised.
+   */
+  checkpoint?: (partition: number, nextOffset: string) => StageOutput;
   /**
    * What one fetched batch of a partition (in offset order, poison left out)
    * writes. It may keep state: a failed transaction restores the partition
@@ -170,6 +178,7 @@ export class TransactionalStage<T> {
     const tx = await owned.producer.transaction();
     try {
       outputs = this.#opts.process(partition, records);
+      if (this.#opts.checkpoint) outputs.push(this.#opts.checkpoint(partition, next));
       const t0 = performance.now();
       for (const topicMessages of sendRequests(outputs, MAX_SEND_BYTES)) await tx.sendBatch({ topicMessages });
       const t1 = performance.now();
@@ -216,7 +225,12 @@ export class TransactionalStage<T> {
       // After the fence: a transaction of the previous owner is now committed or aborted.
       const [committed] = await this.#opts.admin.fetchOffsets({ groupId: this.groupId, topics: [topic] });
       at = committed?.partitions.find((p) => p.partition === partition)?.offset ?? '-1';
-      await this.#opts.restore(partition);
+      const restoredAt = await this.#opts.restore(partition);
+      // A state ahead of the offset is a replay (the group was reset): what it
+      // reads again, the state has counted. Behind, it would count it twice.
+      if (restoredAt !== undefined && at !== '-1' && BigInt(restoredAt) < BigInt(at)) {
+        throw new Error(`partition ${partition}: restored state is at input offset ${restoredAt}, behind the committed ${at}`);
+      }
     } catch (err) {
       await producer.disconnect().catch(() => undefined);
       throw err;
