@@ -172,6 +172,10 @@ export class TransactionalStage<T> {
       if (outcome.kind === 'poison') await this.#opts.deadLetters.send([outcome.letter]);
       else records.push({ record: outcome.record, message });
     }
+    // A dead letter's send let the loop turn: after a crash the restarted
+    // consumer may have taken the partition on again, restoring the state
+    // this batch would now change under it.
+    if (!current()) return;
     const next = String(BigInt(batch.lastOffset()) + 1n);
     let outputs: StageOutput[] = [];
     let steps: TransactionSteps = { send: 0, offsets: 0, commit: 0 };
@@ -189,8 +193,9 @@ export class TransactionalStage<T> {
     } catch (err) {
       await tx.abort().catch(() => undefined);
       // The state moved past what was committed: take the partition on
-      // afresh (restore, and read from the committed offset) before the next batch.
-      this.#owned.delete(partition);
+      // afresh (restore, and read from the committed offset) before the next
+      // batch, unless a later take-on (after a crash) already has.
+      if (this.#owned.get(partition) === owned) this.#owned.delete(partition);
       await owned.producer.disconnect().catch(() => undefined);
       this.member.transientFailure(err);
       throw err;
