@@ -10,7 +10,7 @@ import { MAX_SEND_BYTES, sendRequests, TransactionalStage, type StageOutput, typ
 describe('TransactionalStage', () => {
   const fx = consumerFixture('stage', 1);
   /** A stage of string records from `input`, with its own group and transactional ids. */
-  const stageOf = (name: string, input: string, opts: Pick<TransactionalStageOptions<string>, 'restore' | 'process' | 'checkpoint'>) => {
+  const stageOf = (name: string, input: string, opts: Pick<TransactionalStageOptions<string>, 'restore' | 'process' | 'checkpoint' | 'behindRefusals'>) => {
     const metrics = createMetrics();
     return new TransactionalStage<string>({
       kafka: fx.kafka,
@@ -90,7 +90,7 @@ describe('TransactionalStage', () => {
     }
   }, 120_000);
 
-  it('takes a partition on only once its restored state is at the committed offset: a restore that comes back short is made again before any record is read', async () => {
+  it('takes a partition on only once its restored state is at the committed offset: a restore that comes back short is made again before any record is read, and after its refusals the stage goes on (offsets moved forward on purpose)', async () => {
     const [input, out] = [`${fx.topic}.cp-in`, `${fx.topic}.cp-out`];
     await ensureTopics(fx.admin, [input, out].map((topic) => ({ topic, numPartitions: 1, replicationFactor: 1 })));
     const producer = fx.kafka.producer();
@@ -136,6 +136,19 @@ describe('TransactionalStage', () => {
       expect((await checkpoints()).at(-1)).toBe('30');
     } finally {
       await second.stop();
+    }
+
+    // An operator moved the group past records the state never saw (or a
+    // restore can never reach them): after its refusals the stage goes on.
+    await produce(30, 10);
+    let behind = 0;
+    const third = stageOf('stage-cp', input, { ...opts(async () => (behind++, '5'), [], {}), behindRefusals: 2 });
+    await third.start();
+    try {
+      await expect.poll(async () => (await copies()).length, { timeout: 60_000, interval: 500 }).toBe(40);
+      expect(behind).toBeGreaterThanOrEqual(3);
+    } finally {
+      await third.stop();
       await producer.disconnect();
     }
   }, 120_000);

@@ -29,6 +29,13 @@ export interface TransactionalStageOptions<T> extends GroupMemberOptions<T> {
    */
   checkpoint?: (partition: number, nextOffset: string) => StageOutput;
   /**
+   * Take-ons refused in a row for a restore behind the committed offset
+   * before the stage goes on with it (default 5, about 8 s of restarts):
+   * an operator who moved the group's offsets forward skipped those records
+   * on purpose, and no restore will ever reach them.
+   */
+  behindRefusals?: number;
+  /**
    * What one fetched batch of a partition (in offset order, poison left out)
    * writes. It may keep state: a failed transaction restores the partition
    * before it reads again.
@@ -100,6 +107,8 @@ export class TransactionalStage<T> {
   readonly member: GroupMember<T>;
   readonly #opts: TransactionalStageOptions<T>;
   readonly #owned = new Map<number, Owned>();
+  /** Per partition, take-ons refused in a row for a restore behind the committed offset. */
+  readonly #refused = new Map<number, number>();
   #generation = 0;
 
   constructor(opts: TransactionalStageOptions<T>) {
@@ -234,8 +243,15 @@ export class TransactionalStage<T> {
       // A state ahead of the offset is a replay (the group was reset): what it
       // reads again, the state has counted. Behind, it would count it twice.
       if (restoredAt !== undefined && at !== '-1' && BigInt(restoredAt) < BigInt(at)) {
-        throw new Error(`partition ${partition}: restored state is at input offset ${restoredAt}, behind the committed ${at}`);
+        const refused = (this.#refused.get(partition) ?? 0) + 1;
+        const where = { partition, restored_at: restoredAt, committed: at, refused };
+        if (refused <= (this.#opts.behindRefusals ?? 5)) {
+          this.#refused.set(partition, refused);
+          throw new Error(`partition ${partition}: restored state is at input offset ${restoredAt}, behind the committed ${at}`);
+        }
+        this.member.log.warn(where, 'stage_restore_behind_accepted');
       }
+      this.#refused.delete(partition);
     } catch (err) {
       await producer.disconnect().catch(() => undefined);
       throw err;
