@@ -61,15 +61,10 @@ export class Changelog {
         return { kind: 'work', done: Promise.resolve() };
       },
       // The position moves past a batch's trailing markers only once all of
-      // its records are applied: kafkajs ends a batch cut short by a crash or
-      // rebalance with its last offset too, and a restore that trusted it
-      // decided on state missing that batch's records.
+      // its records are applied: kafkajs's END_BATCH_PROCESS also ends a
+      // batch cut short by a crash or rebalance with its last offset, and a
+      // restore that trusted it decided on state missing that batch's records.
       onBatchTaken: (_topic, partition, lastOffset) => this.#advance(partition, BigInt(lastOffset)),
-    });
-    const { events } = this.#consumer.member.consumer;
-    this.#consumer.member.consumer.on(events.END_BATCH_PROCESS, (e) => {
-      // A batch of markers or aborted records only: nothing to apply.
-      if (e.payload.topic === this.topic && e.payload.batchSize === 0 && e.payload.firstOffset !== null) this.#advance(e.payload.partition, BigInt(e.payload.lastOffset));
     });
   }
 

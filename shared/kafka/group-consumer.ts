@@ -46,9 +46,10 @@ export type GroupConsumerOptions<T> = GroupMemberOptions<T> &
     /** Records taken on and not done, after each fetched batch. */
     onInFlight?: (n: number) => void;
     /**
-     * Every record of a fetched batch was taken on, in order: the partition
-     * is read through `lastOffset` (markers included). Not called for a batch
-     * cut short (a rebalance, a crash, a seek), which is fetched again.
+     * Every record of a fetched batch was taken on, in order (or the fetch
+     * held only markers and aborted records): the partition is read through
+     * `lastOffset`, markers included. Not called for a batch cut short (a
+     * rebalance, a crash, a seek), which is fetched again.
      */
     onBatchTaken?: (topic: string, partition: number, lastOffset: string) => void;
     /**
@@ -106,7 +107,10 @@ export class GroupConsumer<T> {
       { ...opts, consumer },
       {
         onRevoked: () => this.#onRevoked(),
-        onSkippedRecords: (t, p, o) => this.#commits.skip(this.#commits.lane(t, p), o),
+        onSkippedRecords: (t, p, o) => {
+          this.#commits.skip(this.#commits.lane(t, p), o);
+          this.#opts.onBatchTaken?.(t, p, o);
+        },
         busy: () => this.#commits.inFlight > 0 || this.member.failing !== undefined,
         run: (c) => this.#run(c, batched ? 64 : 16),
       },

@@ -244,12 +244,11 @@ export class TransactionalStage<T> {
       // reads again, the state has counted. Behind, it would count it twice.
       if (restoredAt !== undefined && at !== '-1' && BigInt(restoredAt) < BigInt(at)) {
         const refused = (this.#refused.get(partition) ?? 0) + 1;
-        const where = { partition, restored_at: restoredAt, committed: at, refused };
         if (refused <= (this.#opts.behindRefusals ?? 5)) {
           this.#refused.set(partition, refused);
           throw new Error(`partition ${partition}: restored state is at input offset ${restoredAt}, behind the committed ${at}`);
         }
-        this.member.log.warn(where, 'stage_restore_behind_accepted');
+        this.member.log.warn({ partition, restored_at: restoredAt, committed: at, refused }, 'stage_restore_behind_accepted');
       }
       this.#refused.delete(partition);
     } catch (err) {
