@@ -107,15 +107,14 @@ describe('insertRows (embedded ClickHouse)', () => {
     expect(await read()).toHaveLength(6);
   });
 
-  it('with columns, sends each row as an array in their order, serialized here or ahead', async () => {
+  it('with columns, sends each line as an array of their values in their order', async () => {
     const columns = ['id', 'name', 'note', 'at'] as const;
     const asLine = (r: { id: number; name: string; note: string | null; at: string }) => JSON.stringify(columns.map((c) => r[c]));
-    const ahead = { id: 20, name: 'tab\there "quoted" \\ ünïcode', note: null, at: chTime(1_700_000_000_020) };
-    const here = { id: 21, name: 'line', note: 'x\ny', at: chTime(1_700_000_000_021) };
+    const first = { id: 20, name: 'tab\there "quoted" \\ ünïcode', note: null, at: chTime(1_700_000_000_020) };
+    const second = { id: 21, name: 'line', note: 'x\ny', at: chTime(1_700_000_000_021) };
     // Keys in another order than the columns: the values still go in the columns' order.
     const reordered = { at: chTime(1_700_000_000_022), note: 'n', name: 'reordered', id: 22 };
-    await insertLines(ch, 't', [asLine(ahead)], columns);
-    await insertRows(ch, 't', [here, reordered], { columns });
+    await insertLines(ch, 't', [asLine(first), asLine(second), asLine(reordered)], columns);
     expect((await read()).filter((r) => r.id >= 20)).toEqual([
       { id: 20, name: 'tab\there "quoted" \\ ünïcode', note: null, at: '2023-11-14 22:13:20.020' },
       { id: 21, name: 'line', note: 'x\ny', at: '2023-11-14 22:13:20.021' },
@@ -123,11 +122,8 @@ describe('insertRows (embedded ClickHouse)', () => {
     ]);
   });
 
-  it('with columns, refuses a row with a key outside them and a column that is not an identifier, inserting nothing', async () => {
+  it('with columns, refuses a column that is not an identifier, inserting nothing', async () => {
     const before = (await read()).length;
-    const columns = ['id', 'name', 'note', 'at'];
-    await expect(insertRows(ch, 't', [{ id: 30, name: 'a', note: null, at: chTime(0), extra: 1 }], { columns })).rejects.toThrow(/not in the insert's list: "extra"/);
-    await expect(insertRows(ch, 't', [{ id: 31 }], { columns: ['id) SELECT 1 --'] })).rejects.toThrow(/not a column name/);
     await expect(insertLines(ch, 't', ['[31]'], ['id) SELECT 1 --'])).rejects.toThrow(/not a column name/);
     expect(await read()).toHaveLength(before);
   });
