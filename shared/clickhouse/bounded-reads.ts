@@ -44,19 +44,17 @@ export function withBounds(sql: string, b: ReadBounds): string {
   return hasSettings ? `${trimmed}, ${boundSettings(b)}` : `${trimmed}\nSETTINGS ${boundSettings(b)}`;
 }
 
+/** The engine's error types that report a bound, and the bound. */
+const BOUND_OF_TYPE = new Map<unknown, 'time' | 'memory' | 'rows'>([
+  ['TIMEOUT_EXCEEDED', 'time'],
+  ['TOO_SLOW', 'time'],
+  ['MEMORY_LIMIT_EXCEEDED', 'memory'],
+  ['TOO_MANY_ROWS_OR_BYTES', 'rows'],
+]);
+
 /** Which bound an engine error reports, if it is one of them. */
 export function exceededBound(err: unknown): 'time' | 'memory' | 'rows' | undefined {
-  const e = err as { type?: unknown; code?: unknown };
-  switch (e?.type ?? undefined) {
-    case 'TIMEOUT_EXCEEDED':
-    case 'TOO_SLOW':
-      return 'time';
-    case 'MEMORY_LIMIT_EXCEEDED':
-      return 'memory';
-    case 'TOO_MANY_ROWS_OR_BYTES':
-      return 'rows';
-  }
-  return undefined;
+  return BOUND_OF_TYPE.get((err as { type?: unknown } | undefined)?.type);
 }
 
 const NARROW = {
