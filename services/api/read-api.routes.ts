@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { ConfigStore } from '../../shared/config-store/config-store.ts';
+import type { ApiKeyAuth } from '../../shared/http/api-key-auth.ts';
 import type { VideoRecord } from '../../schemas/records.ts';
 import { keysetPages } from '../../shared/http/cursor-param.ts';
 import { clientGoneSignal } from '../../shared/http/client-gone.ts';
@@ -22,6 +23,7 @@ export interface ReadApiRoutesOptions {
   analytics: AnalyticsRepository;
   visitors: VisitorsReads;
   cursorSecret: string;
+  apiKeyAuth: ApiKeyAuth;
 }
 
 const errors = problems(401, 403, 404, 422, 429, 503);
@@ -31,10 +33,15 @@ const security = [{ apiKey: [] }];
 export const videoView = (v: VideoRecord) => ({ id: toVideoId(v.id), title: v.title, duration_sec: v.duration_sec, created_at: isoTime(v.created_at) });
 
 /**
- * The read API of spec 4.1–4.3, relative to its mount point (/v1), for a
- * tenant-scoped principal set by the plugin that mounts it (read-api.plugin.ts).
+ * The read API of spec 4.1–4.3, relative to its mount point (/v1), under
+ * API-key auth: one onRequest hook for every route of the context
+ * authenticates the key and sets `req.principal` (the tenant and key). The
+ * per-key rate limit (shared/http/plugins/rate-limit.ts) then counts it.
+ * Encapsulated: the hook applies to these routes only.
  */
 export async function readApiRoutes(root: FastifyInstance, deps: ReadApiRoutesOptions): Promise<void> {
+  root.decorateRequest('principal', null);
+  root.addHook('onRequest', deps.apiKeyAuth);
   const app = root.withTypeProvider<ZodTypeProvider>();
   const eventPages = keysetPages('evt', deps.cursorSecret);
   const videoPages = keysetPages('cur', deps.cursorSecret);
