@@ -46,13 +46,15 @@ export const VisitorEvent = z
   })
   .meta({ id: 'VisitorEvent' });
 
-const limit = z.coerce
-  .number()
-  .int()
-  .min(1)
-  .max(MAX_PAGE_SIZE)
-  .default(DEFAULT_PAGE_SIZE)
-  .meta({ description: `Page size, 1–${MAX_PAGE_SIZE} (default ${DEFAULT_PAGE_SIZE})` });
+const pageSize = (byDefault: number) =>
+  z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(MAX_PAGE_SIZE)
+    .default(byDefault)
+    .meta({ description: `Page size, 1–${MAX_PAGE_SIZE} (default ${byDefault})` });
+const limit = pageSize(DEFAULT_PAGE_SIZE);
 const cursor = z.string().max(512).optional().meta({ description: 'next_cursor of the previous page' });
 
 export const ListVideosQuery = z.object({ cursor, limit });
@@ -77,13 +79,7 @@ export const ListVisitorsQuery = z.object({
   video_id: VideoIdParam.optional().meta({ description: 'Only visitors that watched this video (vid_… or a UUID)' }),
   order: z.enum(['last_seen', 'score']).default('last_seen').meta({ description: 'last_seen: most recently seen first (default); score: highest score first. Ties by visitor_id.' }),
   cursor,
-  limit: z.coerce
-    .number()
-    .int()
-    .min(1)
-    .max(MAX_PAGE_SIZE)
-    .default(DEFAULT_VISITORS_PAGE_SIZE)
-    .meta({ description: `Page size, 1–${MAX_PAGE_SIZE} (default ${DEFAULT_VISITORS_PAGE_SIZE})` }),
+  limit: pageSize(DEFAULT_VISITORS_PAGE_SIZE),
 });
 
 export const VideoParams = z.object({ video_id: VideoIdParam });
