@@ -31,8 +31,6 @@ export class ReadBatcher<V> {
   /** Group → visitor → waiters, groups in the order their first read arrived. */
   readonly #queue = new Map<string, Map<string, Waiter<V>[]>>();
   #inFlight = 0;
-  /** Queries sent and visitors they read (the benchmark's batch size). */
-  readonly counts = { queries: 0, visitors: 0 };
 
   constructor(opts: ReadBatcherOptions<V>) {
     this.#opts = opts;
@@ -103,8 +101,6 @@ export class ReadBatcher<V> {
       };
       w.signal.addEventListener('abort', w.leave, { once: true });
     }
-    this.counts.queries++;
-    this.counts.visitors += batch.length;
     try {
       const found = await this.#opts.read(
         group,
