@@ -39,7 +39,7 @@ const DAY_MS = 86_400_000;
 /** How many of a video's most recent visitors are scored for its leaderboard. */
 const MAX_CANDIDATES = 20_000;
 /** The retention curve's positions: 0, 5, …, 100 (% of the video). */
-export const RETENTION_POSITIONS = Array.from({ length: 21 }, (_, i) => i * 5);
+const RETENTION_POSITIONS = Array.from({ length: 21 }, (_, i) => i * 5);
 
 /**
  * The furthest point (0–100) of each viewing session of a video: the highest
@@ -55,17 +55,6 @@ export const SESSION_REACH_SQL = `
         WHERE tenant_id = {tenant:UUID} AND video_id = {video:UUID}
         GROUP BY session_id
         HAVING countIf(event_name IN ('video_play', 'heartbeat', 'watched_25_percent', 'watched_50_percent', 'watched_75_percent', 'watched_90_percent')) > 0`;
-
-/** Sessions at or past each position, from their furthest points (pure; the SQL below computes the same). */
-export function retentionCurve(viewers: number, reachedAt: (position: number, i: number) => number): Retention {
-  return {
-    viewers,
-    points: RETENTION_POSITIONS.map((position_pct, i) => {
-      const count = reachedAt(position_pct, i);
-      return { position_pct, viewers_pct: viewers === 0 ? 0 : Math.round((count / viewers) * 1000) / 10 };
-    }),
-  };
-}
 
 /**
  * Score version 1 of shared/score.ts in SQL, over the sums of visitor_events,
@@ -157,7 +146,14 @@ export class AnalyticsRepository {
       signal,
     );
     // No viewing session: sumForEach of nothing is an empty array.
-    return retentionCurve(row?.viewers ?? 0, (_p, i) => row?.reached[i] ?? 0);
+    const viewers = row?.viewers ?? 0;
+    return {
+      viewers,
+      points: RETENTION_POSITIONS.map((position_pct, i) => {
+        const count = row?.reached[i] ?? 0;
+        return { position_pct, viewers_pct: viewers === 0 ? 0 : Math.round((count / viewers) * 1000) / 10 };
+      }),
+    };
   }
 
   /**
