@@ -27,7 +27,11 @@ export interface ReadApiRoutesOptions {
 }
 
 const errors = problems(401, 403, 404, 422, 429, 503);
-const security = [{ apiKey: [] }];
+/** What every route's schema shares. */
+const common = { tags: ['read'], security: [{ apiKey: [] }] };
+
+/** Where a listed event (of a video or of a visitor) stands in its keyset pages. */
+const eventKey = (r: { ts: number; event_id: string }) => ({ ts: r.ts, id: r.event_id });
 
 /** A video as the read API and the management API show it. */
 export const videoView = (v: VideoRecord) => ({ id: toVideoId(v.id), title: v.title, duration_sec: v.duration_sec, created_at: isoTime(v.created_at) });
@@ -65,9 +69,8 @@ export async function readApiRoutes(root: FastifyInstance, deps: ReadApiRoutesOp
     {
       schema: {
         operationId: 'listVideos',
-        tags: ['read'],
+        ...common,
         summary: 'List videos',
-        security,
         querystring: ListVideosQuery,
         response: { 200: page(Video), ...errors },
       },
@@ -88,11 +91,10 @@ export async function readApiRoutes(root: FastifyInstance, deps: ReadApiRoutesOp
     {
       schema: {
         operationId: 'listVideoEvents',
-        tags: ['read'],
+        ...common,
         summary: 'Events of a video',
         description:
           'Keyset-paginated in (timestamp, event id) order. Player signals (heartbeat, seek) feed the score and are not listed. `event` is the short name (see docs/api.md for the mapping).',
-        security,
         params: VideoParams,
         querystring: EventsQuery,
         response: { 200: page(VideoEvent), ...errors },
@@ -105,16 +107,7 @@ export async function readApiRoutes(root: FastifyInstance, deps: ReadApiRoutesOp
       const after = eventPages.after(cursor, video.id);
       const answer = await deps.events.page(
         { tenantId, videoId: video.id, sinceMs: sinceMs(since), after, limit: limit + 1 },
-        (rows) =>
-          eventsBody(
-            eventPages.page(
-              rows,
-              limit,
-              video.id,
-              (r) => ({ ts: r.ts, id: r.event_id }),
-              (r) => ({ event: shortName(r.event_name), visitor_id: r.visitor_id, timestamp: isoTime(r.ts) }),
-            ),
-          ),
+        (rows) => eventsBody(eventPages.page(rows, limit, video.id, eventKey, (r) => ({ event: shortName(r.event_name), visitor_id: r.visitor_id, timestamp: isoTime(r.ts) }))),
         clientGoneSignal(reply),
       );
       sendJson(reply, answer.body);
@@ -126,11 +119,10 @@ export async function readApiRoutes(root: FastifyInstance, deps: ReadApiRoutesOp
     {
       schema: {
         operationId: 'getVisitorScore',
-        tags: ['read'],
+        ...common,
         summary: 'Lead Intent Score of a visitor',
         description:
           'Score version 1: round(100 × (0.40·watched_percent + 0.20·focus_time_ratio + 0.25·min(cta_clicks,2)/2 + 0.15·min(rewinds,3)/3)). computed_at is the time of the newest event that fed it.',
-        security,
         params: VisitorParams,
         response: { 200: VisitorScore, ...errors },
       },
@@ -160,11 +152,10 @@ export async function readApiRoutes(root: FastifyInstance, deps: ReadApiRoutesOp
     {
       schema: {
         operationId: 'listVisitors',
-        tags: ['read'],
+        ...common,
         summary: 'List visitors',
         description:
           "Each visitor of the tenant with its latest Lead Intent Score, factors and activity (the visitor read model, kept by the derived-events service: a visitor shows up shortly after its events). Keyset-paginated: order=last_seen (default) lists the most recently seen first, order=score the highest score first, ties by visitor_id. A cursor belongs to the order and filters it was issued for.",
-        security,
         querystring: ListVisitorsQuery,
         response: { 200: page(Visitor), ...errors },
       },
@@ -190,11 +181,10 @@ export async function readApiRoutes(root: FastifyInstance, deps: ReadApiRoutesOp
     {
       schema: {
         operationId: 'listVisitorEvents',
-        tags: ['read'],
+        ...common,
         summary: 'Events of a visitor',
         description:
           "One visitor's events across the tenant's videos, keyset-paginated in (timestamp, event id) order, oldest first, as the events of a video. Player signals (heartbeat, seek) are not listed. 404 when the tenant has no event of the visitor.",
-        security,
         params: VisitorParams,
         querystring: EventsQuery,
         response: { 200: page(VisitorEvent), ...errors },
@@ -212,13 +202,7 @@ export async function readApiRoutes(root: FastifyInstance, deps: ReadApiRoutesOp
         { tenantId, visitorId, sinceMs: sinceMs(since), after, limit: limit + 1 },
         (rows) =>
           timelineBody(
-            timelinePages.page(
-              rows,
-              limit,
-              scope,
-              (r) => ({ ts: r.ts, id: r.event_id }),
-              (r) => ({ event: shortName(r.event_name), video_id: toVideoId(r.video_id), session_id: r.session_id, timestamp: isoTime(r.ts) }),
-            ),
+            timelinePages.page(rows, limit, scope, eventKey, (r) => ({ event: shortName(r.event_name), video_id: toVideoId(r.video_id), session_id: r.session_id, timestamp: isoTime(r.ts) })),
           ),
         signal,
       );
@@ -231,8 +215,7 @@ export async function readApiRoutes(root: FastifyInstance, deps: ReadApiRoutesOp
   await app.register(analyticsRoutes, {
     base: '/videos/:video_id',
     params: VideoParams,
-    tags: ['read'],
-    security,
+    ...common,
     operationIds: { stats: 'getVideoStats', retention: 'getVideoRetention', topVisitors: 'listVideoTopVisitors' },
     videoOf: (req) => ownedVideo(req.principal!.tenantId, (req.params as { video_id: string }).video_id),
     analytics: deps.analytics,
