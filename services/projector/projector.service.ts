@@ -13,10 +13,9 @@ import type { Metrics } from '../../shared/metrics.ts';
 import { dedupeRetriedEvents, needsLookup } from './event-dedupe.ts';
 import type { VisitorSnapshot } from '../../shared/score.ts';
 import { decodeVisitorState, visitorRow } from './visitor-rows.ts';
-import { candidateLine, EVENT_COLUMNS, eventLine, LATEST_EVENT_TIME, retryCandidate, type RetryCandidate } from './event-rows.ts';
+import { candidateLine, chTimeMs, EVENT_COLUMNS, eventLine, LATEST_EVENT_TIME, retryCandidate, type RetryCandidate } from './event-rows.ts';
 import { InsertTouches, type InsertListener } from '../../shared/read-touches.ts';
 import { isSignal } from '../../shared/event-names.ts';
-import { chTimeMs } from './event-rows.ts';
 
 export interface ProjectorDeps {
   kafka: Kafka;
@@ -70,8 +69,6 @@ class TouchingLine {
  */
 export async function startProjector(deps: ProjectorDeps) {
   const log = deps.log.child({ component: 'projector' });
-  const PROJECTOR_GROUP = `${deps.groupPrefix}projector`;
-  const VIDEOS_GROUP = `${deps.groupPrefix}projector-videos`;
 
   const timed = async (table: string, insert: () => Promise<void>): Promise<void> => {
     const started = performance.now();
@@ -101,7 +98,7 @@ export async function startProjector(deps: ProjectorDeps) {
   };
   const events = new GroupConsumer<string | RetryCandidate | TouchingLine>({
     ...common,
-    groupId: PROJECTOR_GROUP,
+    groupId: `${deps.groupPrefix}projector`,
     topics: [deps.topics.playerEvents],
     // The line is serialized as the record is decoded, on arrival: that
     // overlaps the running insert instead of delaying the next one
@@ -147,7 +144,7 @@ export async function startProjector(deps: ProjectorDeps) {
 
   const videos = new GroupConsumer<VideoRecord>({
     ...common,
-    groupId: VIDEOS_GROUP,
+    groupId: `${deps.groupPrefix}projector-videos`,
     topics: [deps.topics.videos],
     // Compacted: a tombstone deletes a video (the config store drops it).
     decode: recordDecoder(deps.registry, 'video', VideoRecord, { tombstones: true }),
