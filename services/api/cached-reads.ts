@@ -3,7 +3,7 @@ import { timelineScope, videoScope, visitorListScope, visitorScope } from '../..
 import type { EventPageQuery, EventRow, EventsRepository, VisitorFactors } from './events.repository.ts';
 import type { ReadCache } from './read-cache.ts';
 import { ReadBatcher } from './read-batcher.ts';
-import type { TimelineRow, VisitorListQuery, VisitorRow, VisitorsRepository } from './visitors.repository.ts';
+import type { TimelineQuery, TimelineRow, VisitorListQuery, VisitorRow, VisitorsRepository } from './visitors.repository.ts';
 
 /**
  * An answer as the read routes send it: its JSON body, made by the route's
@@ -22,14 +22,6 @@ export interface EventsReads {
   page(q: EventPageQuery, render: (rows: EventRow[]) => string, signal?: AbortSignal): Promise<Rendered>;
   /** The visitor's score answer, or undefined when the tenant has no event of the visitor. */
   score(tenantId: string, visitorId: string, render: (factors: VisitorFactors) => string, signal?: AbortSignal): Promise<string | undefined>;
-}
-
-export interface TimelineQuery {
-  tenantId: string;
-  visitorId: string;
-  sinceMs?: number;
-  after?: { ts: number; id: string };
-  limit: number;
 }
 
 /** The reads of the visitor read model, as the read routes use them. */

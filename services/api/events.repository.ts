@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { BoundedReads } from '../../shared/clickhouse/bounded-reads.ts';
+import type { BoundedReads, ReadQuery } from '../../shared/clickhouse/bounded-reads.ts';
 import { chFloat, chInt, chUuid } from '../../shared/clickhouse/rows.ts';
 import { PLAYER_SIGNALS } from '../../shared/event-names.ts';
 import type { FactorInputs } from '../../shared/score.ts';
@@ -51,7 +51,7 @@ export interface EventPageQuery {
  * The alias is not `event_id`: an alias shadows the column in WHERE and
  * ORDER BY, and the keyset must compare UUIDs, not strings.
  */
-export function eventPageQuery(q: Omit<EventPageQuery, 'limit'>, rows: number): { query: string; query_params: Record<string, unknown> } {
+export function eventPageQuery(q: Omit<EventPageQuery, 'limit'>, rows: number): ReadQuery {
   return {
     query: `
         SELECT event_name, visitor_id, toUnixTimestamp64Milli(timestamp) AS ts, toString(event_id) AS id_text
@@ -81,7 +81,7 @@ export function eventPageQuery(q: Omit<EventPageQuery, 'limit'>, rows: number): 
  * or two per part, however large the table), and the sums must not count a
  * replay's copies.
  */
-export function visitorFactorsQuery(tenantId: string, visitorId: string): { query: string; query_params: Record<string, unknown> } {
+export function visitorFactorsQuery(tenantId: string, visitorId: string): ReadQuery {
   return {
     query: `
         SELECT ${VISITOR_FACTORS_SQL}
@@ -97,7 +97,7 @@ export function visitorFactorsQuery(tenantId: string, visitorId: string): { quer
  * one row per visitor the tenant has events of. `visitor_id IN` keeps to the
  * visitors' key ranges as `=` does for one.
  */
-export function visitorFactorsManyQuery(tenantId: string, visitorIds: string[]): { query: string; query_params: Record<string, unknown> } {
+export function visitorFactorsManyQuery(tenantId: string, visitorIds: string[]): ReadQuery {
   return {
     query: `
         SELECT visitor_id AS vis, ${VISITOR_FACTORS_SQL}

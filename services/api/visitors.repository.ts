@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { definedParams, type BoundedReads } from '../../shared/clickhouse/bounded-reads.ts';
+import { definedParams, type BoundedReads, type ReadQuery } from '../../shared/clickhouse/bounded-reads.ts';
 import { chFloat, chInt, chNullableInt, chUuid } from '../../shared/clickhouse/rows.ts';
 import type { VisitorSnapshot } from '../../shared/score.ts';
 import { appendDistinct, keysetTail, readDistinct, rowsToFetch, sinceClause } from './event-page.ts';
@@ -39,6 +39,15 @@ export interface VisitorListQuery {
 export interface VisitorRow extends Omit<VisitorSnapshot, 'tenant_id'> {
   /** The value of the list's sort key (for its cursor). */
   key: number;
+}
+
+/** What a keyset page of a visitor's timeline asks for. */
+export interface TimelineQuery {
+  tenantId: string;
+  visitorId: string;
+  sinceMs?: number;
+  after?: { ts: number; id: string };
+  limit: number;
 }
 
 export interface TimelineRow {
@@ -92,7 +101,7 @@ const LeadDeliveryDbRow = z.object({
  * (sort key desc, visitor_id asc) continues after the cursor without OFFSET.
  * NOTE: aliases differ from column names, which they would shadow in WHERE.
  */
-export function visitorListQuery(q: VisitorListQuery): { query: string; query_params: Record<string, unknown> } {
+export function visitorListQuery(q: VisitorListQuery): ReadQuery {
   const key = ORDER_KEY[q.order];
   const where = ['tenant_id = {tenant:UUID}'];
   if (q.minScore !== undefined) where.push('score >= {min_score:UInt8}');
@@ -128,10 +137,7 @@ const TIMELINE_COLUMNS = 'event_name, toString(video_id) AS vid, session_id, toU
  * visitor_timeline in key order, a replay's copies included (event-page.ts
  * drops them). No FINAL, as for a video's events (events.repository.ts).
  */
-export function timelineQuery(
-  q: { tenantId: string; visitorId: string; sinceMs?: number; after?: { ts: number; id: string } },
-  rows: number,
-): { query: string; query_params: Record<string, unknown> } {
+export function timelineQuery(q: Omit<TimelineQuery, 'limit'>, rows: number): ReadQuery {
   return {
     query: `
         SELECT ${TIMELINE_COLUMNS}
@@ -154,10 +160,7 @@ export function timelineQuery(
  * (read-batcher.ts): up to `rows` rows of each, in key order, copies
  * included. `visitor_id IN` keeps to the visitors' key ranges as `=` does.
  */
-export function timelineFirstPagesQuery(
-  q: { tenantId: string; visitorIds: string[]; sinceMs?: number },
-  rows: number,
-): { query: string; query_params: Record<string, unknown> } {
+export function timelineFirstPagesQuery(q: { tenantId: string; visitorIds: string[]; sinceMs?: number }, rows: number): ReadQuery {
   return {
     query: `
         SELECT visitor_id AS vis, ${TIMELINE_COLUMNS}
@@ -199,10 +202,7 @@ export class VisitorsRepository {
   }
 
   /** A keyset page of one visitor's events in (timestamp, event_id) order, each event once. */
-  async timeline(
-    q: { tenantId: string; visitorId: string; sinceMs?: number; after?: { ts: number; id: string }; limit: number },
-    signal?: AbortSignal,
-  ): Promise<TimelineRow[]> {
+  async timeline(q: TimelineQuery, signal?: AbortSignal): Promise<TimelineRow[]> {
     return readDistinct(q.limit, q.after, async (after, rows) => {
       const found = await this.#reads.rows('visitor timeline', TimelinePageRow, timelineQuery({ ...q, after }, rows), signal);
       return found.map(timelineRow);
