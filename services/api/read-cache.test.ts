@@ -32,6 +32,11 @@ const touched = (f: (t: InsertTouches) => void) => {
   f(t);
   return t;
 };
+/** Both reports of an insert at once, as the projector makes them around an insert that returned. */
+const invalidate = (c: ReadCache, touches: InsertTouches) => {
+  c.inserting(touches);
+  c.insertDone(touches);
+};
 
 /** A page of video v's events of three rows at most, from `from`: a full page depends on [from, its last row], a short one reaches the end. */
 const page = (from: number, rows: number[]) => ({
@@ -51,9 +56,9 @@ describe('ReadCache', () => {
     const load = async () => ++n;
     expect(await c.read(score('T', 'a'), load)).toBe(1);
     expect(await c.read(score('T', 'a'), load)).toBe(1);
-    c.invalidate(touched((t) => t.event('T', 'vid', 'b', 5, true)));
+    invalidate(c, touched((t) => t.event('T', 'vid', 'b', 5, true)));
     expect(await c.read(score('T', 'a'), load)).toBe(1);
-    c.invalidate(touched((t) => t.event('T', 'vid', 'a', 5, false)));
+    invalidate(c, touched((t) => t.event('T', 'vid', 'a', 5, false)));
     expect(await c.read(score('T', 'a'), load)).toBe(2);
     expect(c.counts).toMatchObject({ hit: 2, miss: 2 });
   });
@@ -71,7 +76,7 @@ describe('ReadCache', () => {
     const c = cacheOf();
     const d = deferredLoads<number>();
     const first = c.read(score('T', 'a'), d.load);
-    c.invalidate(touched((t) => t.event('T', 'vid', 'a', 5, true)));
+    invalidate(c, touched((t) => t.event('T', 'vid', 'a', 5, true)));
     // Started after the insert: must not join the fill that may have read before it.
     const second = c.read(score('T', 'a'), d.load);
     expect(d.calls).toBe(2);
@@ -127,13 +132,13 @@ describe('ReadCache', () => {
     const newest = page(200, [200, 210]); // reached the end: depends on [200, ∞)
     await read(deep);
     await read(newest);
-    c.invalidate(touched((t) => t.event('T', 'v', 'x', 300, true)));
-    c.invalidate(touched((t) => t.event('T', 'v', 'x', 150, false))); // a signal is not listed
-    c.invalidate(touched((t) => t.event('T', 'other', 'x', 110, true)));
+    invalidate(c, touched((t) => t.event('T', 'v', 'x', 300, true)));
+    invalidate(c, touched((t) => t.event('T', 'v', 'x', 150, false))); // a signal is not listed
+    invalidate(c, touched((t) => t.event('T', 'other', 'x', 110, true)));
     await read(deep);
     await read(newest);
     expect(loads).toBe(3); // the newest page only, read again
-    c.invalidate(touched((t) => t.event('T', 'v', 'x', 120, true))); // a tie with the page's last row
+    invalidate(c, touched((t) => t.event('T', 'v', 'x', 120, true))); // a tie with the page's last row
     await read(deep);
     expect(loads).toBe(4);
   });

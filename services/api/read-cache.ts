@@ -156,12 +156,6 @@ export class ReadCache {
     }
   }
 
-  /** Both reports of an insert at once (tests, and a caller that only learns of an insert afterwards). */
-  invalidate(touches: InsertTouches): void {
-    this.inserting(touches);
-    this.insertDone(touches);
-  }
-
   #dropScope(scope: string, lo: number, hi: number): void {
     const entries = this.#byScope.get(scope);
     if (entries) {
