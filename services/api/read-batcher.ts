@@ -24,6 +24,8 @@ interface Waiter<V> {
   reject: (err: unknown) => void;
   signal?: AbortSignal;
   leave?: () => void;
+  /** Once sent: its batch's query and how many of its waiters have not left. */
+  sent?: { waiting: number; controller: AbortController };
 }
 
 export class ReadBatcher<V> {
@@ -48,25 +50,25 @@ export class ReadBatcher<V> {
       if (signal) {
         // Still queued: leave the queue; already sent: the batch is given up when nobody else waits on it.
         w.leave = () => {
+          reject(this.#opts.clientGone());
+          if (w.sent) {
+            if (--w.sent.waiting === 0) w.sent.controller.abort();
+            return;
+          }
           const list = this.#queue.get(group)?.get(visitor);
           const i = list?.indexOf(w) ?? -1;
           if (list && i >= 0) {
             list.splice(i, 1);
-            if (list.length === 0) this.#dropQueued(group, visitor);
+            const byVisitor = this.#queue.get(group)!;
+            if (list.length === 0) byVisitor.delete(visitor);
+            if (byVisitor.size === 0) this.#queue.delete(group);
           }
-          reject(this.#opts.clientGone());
         };
         signal.addEventListener('abort', w.leave, { once: true });
       }
       waiters.push(w);
       this.#pump();
     });
-  }
-
-  #dropQueued(group: string, visitor: string): void {
-    const byVisitor = this.#queue.get(group);
-    byVisitor?.delete(visitor);
-    if (byVisitor?.size === 0) this.#queue.delete(group);
   }
 
   #pump(): void {
@@ -87,25 +89,14 @@ export class ReadBatcher<V> {
 
   async #send(group: string, batch: [string, Waiter<V>[]][]): Promise<void> {
     this.#inFlight++;
-    const controller = new AbortController();
     const all = batch.flatMap(([, ws]) => ws);
-    let waiting = all.length;
-    // Sent: a waiter that leaves now only counts down; the last one aborts the query.
-    for (const w of all) {
-      if (!w.signal || !w.leave) continue;
-      w.signal.removeEventListener('abort', w.leave);
-      const reject = w.reject;
-      w.leave = () => {
-        reject(this.#opts.clientGone());
-        if (--waiting === 0) controller.abort();
-      };
-      w.signal.addEventListener('abort', w.leave, { once: true });
-    }
+    const sent = { waiting: all.length, controller: new AbortController() };
+    for (const w of all) w.sent = sent;
     try {
       const found = await this.#opts.read(
         group,
         batch.map(([v]) => v),
-        controller.signal,
+        sent.controller.signal,
       );
       for (const [visitor, ws] of batch) for (const w of ws) settle(w, () => w.resolve(found.get(visitor)));
     } catch (err) {
