@@ -85,7 +85,7 @@ export class AnalyticsRepository {
     this.#reads = reads;
   }
 
-  async stats(tenantId: string, videoId: string, days: number, signal?: AbortSignal, now = Date.now()): Promise<VideoStats> {
+  async stats(tenantId: string, videoId: string, days: number, signal?: AbortSignal): Promise<VideoStats> {
     const params = { tenant: tenantId, video: videoId };
     const [totals = NO_TOTALS] = await this.#reads.rows(
       'video totals',
@@ -102,7 +102,7 @@ export class AnalyticsRepository {
       },
       signal,
     );
-    const firstDay = Math.floor(now / DAY_MS) * DAY_MS - (days - 1) * DAY_MS;
+    const firstDay = Math.floor(Date.now() / DAY_MS) * DAY_MS - (days - 1) * DAY_MS;
     const dailyRows = await this.#reads.rows(
       'video daily counts',
       DailyRow,
