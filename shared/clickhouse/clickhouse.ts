@@ -19,7 +19,7 @@ export interface ClickHouseTarget {
  * The one place a ClickHouse client is built: a server when a URL is given,
  * else embedded chdb (libchdb binds one data directory per process).
  */
-export async function createClickHouse(target: ClickHouseTarget): Promise<{ client: ClickHouseClient; mode: 'server' | 'embedded'; describe: string }> {
+export async function createClickHouse(target: ClickHouseTarget): Promise<{ client: ClickHouseClient; describe: string }> {
   if (target.url) {
     const url = new URL(target.url);
     if (target.database && target.database !== 'default') {
@@ -38,14 +38,14 @@ export async function createClickHouse(target: ClickHouseTarget): Promise<{ clie
       database: target.database,
       clickhouse_settings: { date_time_input_format: 'best_effort' },
     });
-    return { client, mode: 'server', describe: `ClickHouse server at ${url.protocol}//${url.host}` };
+    return { client, describe: `ClickHouse server at ${url.protocol}//${url.host}` };
   }
   const path = resolve(target.dataDir, 'clickhouse');
   mkdirSync(path, { recursive: true });
   // NOTE: chdb builds against its own copy of client-common types; the
   // runtime contract is the same, so the cast only bridges two type copies.
   const client = createClient({ connection: createChdbConnection({ path }) as never });
-  return { client, mode: 'embedded', describe: `embedded ClickHouse (chdb) in ${path}` };
+  return { client, describe: `embedded ClickHouse (chdb) in ${path}` };
 }
 
 const MIGRATIONS_DIR = resolve(import.meta.dirname, '../../infra/clickhouse');
