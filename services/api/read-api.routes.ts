@@ -107,7 +107,8 @@ export async function readApiRoutes(root: FastifyInstance, deps: ReadApiRoutesOp
       const after = eventPages.after(cursor, video.id);
       const answer = await deps.events.page(
         { tenantId, videoId: video.id, sinceMs: sinceMs(since), after, limit: limit + 1 },
-        (rows) => eventsBody(eventPages.page(rows, limit, video.id, eventKey, (r) => ({ event: shortName(r.event_name), visitor_id: r.visitor_id, timestamp: isoTime(r.ts) }))),
+        (rows) =>
+          eventsBody(eventPages.page(rows, limit, video.id, eventKey, (r) => ({ event: shortName(r.event_name), visitor_id: r.visitor_id, timestamp: isoTime(r.ts) }))),
         clientGoneSignal(reply),
       );
       sendJson(reply, answer.body);

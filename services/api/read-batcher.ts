@@ -55,13 +55,13 @@ export class ReadBatcher<V> {
             if (--w.sent.waiting === 0) w.sent.controller.abort();
             return;
           }
-          const list = this.#queue.get(group)?.get(visitor);
+          const queued = this.#queue.get(group);
+          const list = queued?.get(visitor);
           const i = list?.indexOf(w) ?? -1;
-          if (list && i >= 0) {
+          if (queued && list && i >= 0) {
             list.splice(i, 1);
-            const byVisitor = this.#queue.get(group)!;
-            if (list.length === 0) byVisitor.delete(visitor);
-            if (byVisitor.size === 0) this.#queue.delete(group);
+            if (list.length === 0) queued.delete(visitor);
+            if (queued.size === 0) this.#queue.delete(group);
           }
         };
         signal.addEventListener('abort', w.leave, { once: true });
