@@ -1,15 +1,16 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
-import { ApiError, ERRORS, PROBLEM_CONTENT_TYPE, problem, type ErrorCode } from '../errors.ts';
+import { ApiError, ERRORS, type ErrorCode } from '../errors.ts';
 
 /** The part of a reply sendProblem needs (also a raw reply in Fastify's frameworkErrors). */
 export type ProblemReply = { code(n: number): ProblemReply; header(k: string, v: string): ProblemReply; send(b: unknown): unknown };
 
-/** Sends `err` as application/problem+json (errors.ts), with its headers. */
+/** Sends `err` as application/problem+json (RFC 9457), its title from the registry in errors.ts, with its headers. */
 export function sendProblem(reply: ProblemReply, requestId: string, err: ApiError): unknown {
   for (const [k, v] of Object.entries(err.headers ?? {})) reply.header(k, v);
-  return reply.code(err.status).header('Content-Type', PROBLEM_CONTENT_TYPE).send(problem(err.code, err.message, requestId, err.errors));
+  const body = { type: `urn:video-analytics:problem:${err.code}`, title: ERRORS[err.code].title, status: err.status, detail: err.message, request_id: requestId };
+  return reply.code(err.status).header('Content-Type', 'application/problem+json; charset=utf-8').send(err.errors ? { ...body, errors: err.errors } : body);
 }
 
 /**
