@@ -21,24 +21,17 @@ export interface WebhookAdminOptions {
   MAX_DESTINATIONS_PER_TENANT: number;
 }
 
+/** What each webhook route plugin is given: the options above, the config store and the manual-delivery queue. */
+export type WebhookRouteDeps = WebhookAdminOptions & { store: ConfigStore; writer: ConfigWriter; now?: () => number; queue: DeliveryQueue };
+
 /**
  * Webhook destinations, the delivery log, reprocessing and security events
  * under …/tenants/:tenant_id, relative to the management mount point; auth
  * belongs to the plugin that mounts them.
  */
-export async function webhookAdminRoutes(
-  app: FastifyInstance,
-  deps: WebhookAdminOptions & { store: ConfigStore; writer: ConfigWriter; now?: () => number },
-): Promise<void> {
-  const queue = new DeliveryQueue({ registry: deps.registry, producer: deps.producer, topics: deps.topics, log: deps.log, now: deps.now });
-  await app.register(destinationRoutes, {
-    store: deps.store,
-    writer: deps.writer,
-    secrets: deps.secrets,
-    queue,
-    MAX_DESTINATIONS_PER_TENANT: deps.MAX_DESTINATIONS_PER_TENANT,
-    now: deps.now,
-  });
-  await app.register(deliveryRoutes, { store: deps.store, log: deps.log, queue, cursorSecret: deps.cursorSecret, now: deps.now });
-  await app.register(securityEventRoutes, { store: deps.store, log: deps.log, cursorSecret: deps.cursorSecret });
+export async function webhookAdminRoutes(app: FastifyInstance, deps: Omit<WebhookRouteDeps, 'queue'>): Promise<void> {
+  const queue = new DeliveryQueue(deps);
+  await app.register(destinationRoutes, { ...deps, queue });
+  await app.register(deliveryRoutes, { ...deps, queue });
+  await app.register(securityEventRoutes, { ...deps, queue });
 }
