@@ -23,10 +23,13 @@ export function tenantOr404(store: ConfigStore, id: string): TenantRecord {
   return t;
 }
 
-/** The tenant's destination of a path, or 404 (also for another tenant's). */
-export function destinationOr404(store: ConfigStore, tenantId: string, id: string): DestinationRecord {
+/** A record of the path's tenant (looked up by the caller), or 404: also for another tenant's, whose existence is not told. */
+export function ownedOr404<T extends { tenant_id: string }>(store: ConfigStore, tenantId: string, found: T | undefined, what: string): T {
   tenantOr404(store, tenantId);
-  const d = store.destinations.get(id);
-  if (!d || d.tenant_id !== tenantId) throw new ApiError('not_found', 'no such destination');
-  return d;
+  if (!found || found.tenant_id !== tenantId) throw new ApiError('not_found', `no such ${what}`);
+  return found;
 }
+
+/** The tenant's destination of a path, or 404 (also for another tenant's). */
+export const destinationOr404 = (store: ConfigStore, tenantId: string, id: string): DestinationRecord =>
+  ownedOr404(store, tenantId, store.destinations.get(id), 'destination');
