@@ -43,21 +43,9 @@ async function errorsPlugin(app: FastifyInstance): Promise<void> {
   });
 }
 
+/** Fastify's JSON refusals are invalid_json; its others (413, 415, a bad Content-Length) map by their status. */
 function fastifyErrorCode(err: FastifyError): ErrorCode | undefined {
-  switch (err.code) {
-    case 'FST_ERR_CTP_INVALID_JSON_BODY':
-    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
-      return 'invalid_json';
-    case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return 'payload_too_large';
-    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-      return 'unsupported_media_type';
-    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
-      return 'bad_request';
-    default:
-      break;
-  }
-  if (err instanceof SyntaxError) return 'invalid_json';
+  if (err.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || err.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' || err instanceof SyntaxError) return 'invalid_json';
   if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
     const byStatus = (Object.keys(ERRORS) as ErrorCode[]).find((c) => ERRORS[c].status === err.statusCode);
     return byStatus ?? 'bad_request';
