@@ -7,8 +7,7 @@ import { ApiError } from '../../shared/http/errors.ts';
 import { isoTime, isoTimeOrNull, page, problems } from '../../shared/http/schemas.ts';
 import { Delivery, DeliveryDetail, DeliveryStatus } from './admin.schema.ts';
 import type { AttemptRow } from './delivery-log.repository.ts';
-import { TenantParams, adminRoute, tenantOr404 } from './routing.ts';
-import type { WebhookRouteDeps } from './webhooks.routes.ts';
+import { TenantParams, adminRoute, tenantOr404, type WebhookRouteDeps } from './routing.ts';
 
 const errors = problems(401, 404, 409, 422, 429);
 const DeliveryParams = TenantParams.extend({ delivery_id: z.uuid() });

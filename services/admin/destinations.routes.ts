@@ -8,8 +8,7 @@ import { newId } from '../../shared/ids.ts';
 import { deliveryId, payloadOf } from '../../shared/webhooks/fanout-plan.ts';
 import { Destination, DestinationWithSecret } from './admin.schema.ts';
 import { CreateDestination, PatchDestination, destinationView, newSecret, withSecret } from './destination-input.ts';
-import { TenantParams, adminRoute, destinationOr404, tenantOr404 } from './routing.ts';
-import type { WebhookRouteDeps } from './webhooks.routes.ts';
+import { TenantParams, adminRoute, destinationOr404, tenantOr404, type WebhookRouteDeps } from './routing.ts';
 
 const errors = problems(401, 404, 409, 422, 429);
 const DestinationParams = TenantParams.extend({ destination_id: z.uuid() });

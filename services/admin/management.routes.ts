@@ -25,9 +25,12 @@ import {
   PatchVideo,
   Tenant,
 } from './admin.schema.ts';
-import { TenantParams, adminRoute, ownedOr404, tenantOr404 } from './routing.ts';
+import { TenantParams, adminRoute, ownedOr404, tenantOr404, type WebhookAdminOptions } from './routing.ts';
 import { leadRoutes } from './leads.routes.ts';
-import { webhookAdminRoutes, type WebhookAdminOptions } from './webhooks.routes.ts';
+import { deliveryRoutes } from './deliveries.routes.ts';
+import { DeliveryQueue } from './delivery-queue.ts';
+import { destinationRoutes } from './destinations.routes.ts';
+import { securityEventRoutes } from './security-events.routes.ts';
 
 export interface ManagementRoutesOptions {
   store: ConfigStore;
@@ -361,5 +364,10 @@ export async function managementRoutes(root: FastifyInstance, deps: ManagementRo
 
   await app.register(leadRoutes, { store: deps.store, visitors: deps.visitors, cursorSecret: deps.webhooks.cursorSecret });
 
-  await app.register(webhookAdminRoutes, { ...deps.webhooks, store: deps.store, writer: deps.writer, now: deps.now });
+  // Webhook destinations, the delivery log, reprocessing and security events, sharing one queue of manual deliveries.
+  const webhooks = { ...deps.webhooks, store: deps.store, writer: deps.writer, now: deps.now };
+  const queue = new DeliveryQueue(webhooks);
+  await app.register(destinationRoutes, { ...webhooks, queue });
+  await app.register(deliveryRoutes, { ...webhooks, queue });
+  await app.register(securityEventRoutes, { ...webhooks, queue });
 }

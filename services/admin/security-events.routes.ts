@@ -4,8 +4,7 @@ import { z } from 'zod';
 import { keysetPages } from '../../shared/http/cursor-param.ts';
 import { isoTime, page, problems } from '../../shared/http/schemas.ts';
 import { SecurityEvent } from './admin.schema.ts';
-import { TenantParams, adminRoute, tenantOr404 } from './routing.ts';
-import type { WebhookRouteDeps } from './webhooks.routes.ts';
+import { TenantParams, adminRoute, tenantOr404, type WebhookRouteDeps } from './routing.ts';
 
 /** Deliveries refused for lack of a secret, newest first. */
 export async function securityEventRoutes(root: FastifyInstance, deps: WebhookRouteDeps): Promise<void> {
