@@ -114,8 +114,7 @@ export async function managementRoutes(root: FastifyInstance, deps: ManagementRo
         suspended_at: null,
         high_intent_threshold: req.body.high_intent_threshold ?? DEFAULT_HIGH_INTENT_THRESHOLD,
       };
-      await deps.writer.put('tenants', tenant.id, tenant);
-      return reply.code(201).send(tenantView(tenant));
+      return reply.code(201).send(await putTenant(tenant));
     },
   );
 
