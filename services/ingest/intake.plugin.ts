@@ -6,7 +6,7 @@ import type { SchemaRegistry } from '../../schemas/registry.ts';
 import type { IntakeConfig } from '../../shared/config.ts';
 import type { ConfigStore } from '../../shared/config-store/config-store.ts';
 import type { App } from '../../shared/http/app.ts';
-import { ApiError } from '../../shared/http/errors.ts';
+import { ApiError, type ErrorCode } from '../../shared/http/errors.ts';
 import { Problem } from '../../shared/http/schemas.ts';
 import type { GroupCommitProducer } from '../../shared/kafka/group-commit-producer.ts';
 import { Accepted, CollectBody, CollectQuery, ConversionAccepted, ConversionBody, meetsCollectRules } from './collect.schema.ts';
@@ -14,7 +14,7 @@ import { collectRecords, conversionRecord, type RecordContext } from './event-re
 import type { IntakeLimit, Metrics } from '../../shared/metrics.ts';
 import { retryAfterSeconds } from '../../shared/http/plugins/rate-limit.ts';
 import { WindowCounter, clientAddressKey } from './intake-limits.ts';
-import { playerAccess } from './player-access.ts';
+import { playerAccess, type PlayerAccess } from './player-access.ts';
 import { PlayerEventsWriter } from './player-events.writer.ts';
 
 declare module 'fastify' {
@@ -129,25 +129,19 @@ export function playerKeyAuth(deps: { store: Pick<ConfigStore, 'tenantByPlayerKe
       req.playerTenantId = access.tenant.id;
       return;
     }
-    switch (access.refusal) {
-      case 'unknown_player_key':
-        throw new ApiError('unauthorized', 'unknown player key');
-      case 'retired_player_key':
-        deps.onRefused?.('retired_player_key');
-        throw new ApiError('unauthorized', 'this player key was replaced and its overlap has ended; use the current player key');
-      case 'suspended':
-        deps.onRefused?.('suspended');
-        throw new ApiError('tenant_suspended', 'the tenant of this player key is suspended');
-      case 'origin':
-        deps.onRefused?.('origin');
-        throw new ApiError('origin_not_allowed', 'this page\'s origin is not on the allowed origins of this player key');
-      default: {
-        const unreachable: never = access.refusal;
-        throw new Error(`unexpected refusal ${String(unreachable)}`);
-      }
-    }
+    // intake_refused_total counts the refusals of a known key only (INTAKE_LIMITS).
+    if (access.refusal !== 'unknown_player_key') deps.onRefused?.(access.refusal);
+    throw new ApiError(...PLAYER_KEY_REFUSALS[access.refusal]);
   };
 }
+
+/** The answer to each refusal of playerAccess. */
+const PLAYER_KEY_REFUSALS: Record<Extract<PlayerAccess, { ok: false }>['refusal'], [ErrorCode, string]> = {
+  unknown_player_key: ['unauthorized', 'unknown player key'],
+  retired_player_key: ['unauthorized', 'this player key was replaced and its overlap has ended; use the current player key'],
+  suspended: ['tenant_suspended', 'the tenant of this player key is suspended'],
+  origin: ['origin_not_allowed', 'this page\'s origin is not on the allowed origins of this player key'],
+};
 
 const contextOf = (opts: IntakePluginOptions, tenantId: string): RecordContext => ({
   tenantId,
