@@ -227,32 +227,50 @@ function startReadCache(core: Core): ReadCache | undefined {
   return cache;
 }
 
-async function startProjectorService(core: Core, clickhouse: ClickHouseClient | undefined, shared: Shared, readCache: ReadCache | undefined): Promise<HealthSource> {
-  const { config, kafka, registry, log, metrics, topics } = core;
-  if (!clickhouse) throw new Error('the projector needs ClickHouse');
-  const projector = await startProjector({
+/** The options every consumer service (projector, fan-out, derived events) takes from the core and the shared parts. */
+function consumerOptions(core: Core, shared: Shared) {
+  const { config, kafka, registry, topics, log, metrics } = core;
+  return {
     kafka,
-    clickhouse,
     registry,
-    log,
-    metrics,
-    flushMs: config.PROJECTOR_FLUSH_MS,
-    maxRows: config.PROJECTOR_MAX_ROWS,
     topics,
     groupPrefix: config.KAFKA_TOPIC_PREFIX,
+    log,
+    metrics,
     deadLetters: shared.deadLetters,
     stallMs: config.CONSUMER_STALL_TIMEOUT_MS,
     sessionTimeoutMs: config.KAFKA_SESSION_TIMEOUT_MS,
+  };
+}
+
+/** A started consumer service: its groups' lag watched, its stop a shutdown step, its health a /readyz entry. */
+function consumerService(
+  core: Core,
+  shared: Shared,
+  name: string,
+  service: { consumers: readonly { groupId: string; topics: readonly string[] }[]; health(): Problems },
+  stop: () => Promise<void>,
+): HealthSource {
+  for (const c of service.consumers) shared.lag.watch(c.groupId, [...c.topics]);
+  core.shutdown.add(name, stop);
+  return { name, problems: () => service.health() };
+}
+
+async function startProjectorService(core: Core, clickhouse: ClickHouseClient | undefined, shared: Shared, readCache: ReadCache | undefined): Promise<HealthSource> {
+  const { config } = core;
+  if (!clickhouse) throw new Error('the projector needs ClickHouse');
+  const projector = await startProjector({
+    ...consumerOptions(core, shared),
+    clickhouse,
+    flushMs: config.PROJECTOR_FLUSH_MS,
+    maxRows: config.PROJECTOR_MAX_ROWS,
     onInsert: readCache,
   });
-  for (const c of projector.consumers) shared.lag.watch(c.groupId, [...c.topics]);
-  core.shutdown.add('projector', () => projector.stop(core.shutdown.budget(0.6)));
-  return { name: 'projector', problems: () => projector.health() };
+  return consumerService(core, shared, 'projector', projector, () => projector.stop(core.shutdown.budget(0.6)));
 }
 
 async function startFanoutService(core: Core, shared: Shared, secrets: SecretBox, network: ReturnType<typeof webhookNetwork>): Promise<HealthSource> {
-  const { config, kafka, registry, topics, log, metrics } = core;
-  const { store, deadLetters } = shared;
+  const { config } = core;
   const client = new HttpsDeliveryClient({
     timeoutMs: config.WEBHOOK_TIMEOUT_MS,
     extraCaPem: network.extraCaPem,
@@ -262,44 +280,27 @@ async function startFanoutService(core: Core, shared: Shared, secrets: SecretBox
   });
   core.shutdown.add('webhook-client', async () => client.close());
   const fanout = await startFanout({
-    kafka,
-    registry,
-    store,
-    topics,
-    groupPrefix: config.KAFKA_TOPIC_PREFIX,
+    ...consumerOptions(core, shared),
+    store: shared.store,
     secrets,
     client,
     delaysMs: config.WEBHOOK_RETRY_DELAYS_S.map((s) => s * 1000),
-    log,
-    metrics,
     maxInFlight: config.FANOUT_MAX_IN_FLIGHT,
     perDestinationConcurrency: config.FANOUT_PER_DESTINATION_CONCURRENCY,
     perDestinationQueue: config.FANOUT_PER_DESTINATION_QUEUE,
     dueBatchMs: config.WEBHOOK_DUE_BATCH_MS,
-    deadLetters,
-    stallMs: config.CONSUMER_STALL_TIMEOUT_MS,
-    sessionTimeoutMs: config.KAFKA_SESSION_TIMEOUT_MS,
     producerFailuresUnhealthy: config.PRODUCER_FAILURES_UNHEALTHY,
   });
-  for (const c of fanout.consumers) shared.lag.watch(c.groupId, [...c.topics]);
-  core.shutdown.add('fanout', () => fanout.stop(core.shutdown.budget(0.4)));
-  return { name: 'fanout', problems: () => fanout.health() };
+  return consumerService(core, shared, 'fanout', fanout, () => fanout.stop(core.shutdown.budget(0.4)));
 }
 
 async function startDerivedService(core: Core, shared: Shared): Promise<HealthSource> {
-  const { config, kafka, admin, registry, topics, log, metrics } = core;
+  const { config } = core;
   const derived = await startDerived({
-    kafka,
-    admin,
-    registry,
+    ...consumerOptions(core, shared),
+    admin: core.admin,
     store: shared.store,
-    topics,
-    groupPrefix: config.KAFKA_TOPIC_PREFIX,
-    log: log.child({ component: 'derived' }),
-    metrics,
-    deadLetters: shared.deadLetters,
-    stallMs: config.CONSUMER_STALL_TIMEOUT_MS,
-    sessionTimeoutMs: config.KAFKA_SESSION_TIMEOUT_MS,
+    log: core.log.child({ component: 'derived' }),
     sessionIdleMs: config.DERIVED_SESSION_IDLE_MS,
     tickMs: config.DERIVED_TICK_MS,
     latenessMs: config.DERIVED_LATENESS_MS,
@@ -307,9 +308,7 @@ async function startDerivedService(core: Core, shared: Shared): Promise<HealthSo
     maxVisitorsPerTenant: config.DERIVED_MAX_VISITORS_PER_TENANT,
     maxSessionsPerTenant: config.DERIVED_MAX_SESSIONS_PER_TENANT,
   });
-  for (const c of derived.consumers) shared.lag.watch(c.groupId, [...c.topics]);
-  core.shutdown.add('derived', () => derived.stop());
-  return { name: 'derived', problems: () => derived.health() };
+  return consumerService(core, shared, 'derived', derived, () => derived.stop());
 }
 
 /**

@@ -37,15 +37,7 @@ const TrustProxy = z
   });
 
 /** node:net judges the address (strict: no `1.2.3`), ipaddr.js the prefix. */
-function isCidr(text: string): boolean {
-  if (isIP(text.slice(0, text.indexOf('/'))) === 0) return false;
-  try {
-    ipaddr.parseCIDR(text);
-    return true;
-  } catch {
-    return false;
-  }
-}
+const isCidr = (text: string): boolean => isIP(text.slice(0, text.indexOf('/'))) !== 0 && ipaddr.isValidCIDR(text);
 
 /**
  * Every setting the service reads from its environment. Parsed once at

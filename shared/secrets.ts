@@ -25,10 +25,6 @@ export class SecretBox {
     return new SecretBox(key);
   }
 
-  static generateKey(): string {
-    return randomBytes(32).toString('base64url');
-  }
-
   seal(plaintext: string, aad: string): string {
     const iv = randomBytes(12);
     const cipher = createCipheriv('aes-256-gcm', this.#key, iv);

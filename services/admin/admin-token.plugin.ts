@@ -1,5 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { bearerToken } from '../../shared/http/api-key-auth.ts';
 import { ApiError } from '../../shared/http/errors.ts';
 import type { FailedAttemptLimit } from '../../shared/http/failed-attempts.ts';
 import { managementRoutes, type ManagementRoutesOptions } from './management.routes.ts';
@@ -39,14 +40,13 @@ export async function adminTokenPlugin(app: FastifyInstance, opts: AdminTokenPlu
   if (opts.adminToken.trim() === '') throw new Error('the admin token is empty');
   app.decorateRequest('admin', null);
   app.addHook('onRequest', async (req: FastifyRequest) => {
-    const header = req.headers.authorization;
-    const m = typeof header === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
+    const token = bearerToken(req);
     const refusal = new ApiError('unauthorized', 'send the admin token as Authorization: Bearer <ADMIN_TOKEN>', {
       headers: { 'WWW-Authenticate': 'Bearer' },
     });
     // No credential is not a guess: only a wrong one counts.
-    if (!m) throw refusal;
-    if (!sameSecret(m[1]!, opts.adminToken)) return opts.failures.refuse(req, refusal);
+    if (token === undefined) throw refusal;
+    if (!sameSecret(token, opts.adminToken)) return opts.failures.refuse(req, refusal);
     req.admin = { via: 'admin_token' };
   });
   await app.register(managementRoutes, opts.routes);

@@ -1,23 +1,13 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import type { ConfigStore } from '../../shared/config-store/config-store.ts';
 import { WEBHOOK_EVENT_NAMES } from '../../shared/event-names.ts';
 import { keysetPages } from '../../shared/http/cursor-param.ts';
 import { ApiError } from '../../shared/http/errors.ts';
 import { isoTime, isoTimeOrNull, page, problems } from '../../shared/http/schemas.ts';
 import { Delivery, DeliveryDetail, DeliveryStatus } from './admin.schema.ts';
-import type { AttemptRow, DeliveryLogRepository } from './delivery-log.repository.ts';
-import type { DeliveryQueue } from './delivery-queue.ts';
-import { TenantParams, adminRoute, tenantOr404 } from './routing.ts';
-
-export interface DeliveryRoutesOptions {
-  store: ConfigStore;
-  log: DeliveryLogRepository;
-  queue: DeliveryQueue;
-  cursorSecret: string;
-  now?: () => number;
-}
+import type { AttemptRow } from './delivery-log.repository.ts';
+import { TenantParams, adminRoute, tenantOr404, type WebhookRouteDeps } from './routing.ts';
 
 const errors = problems(401, 404, 409, 422, 429);
 const DeliveryParams = TenantParams.extend({ delivery_id: z.uuid() });
@@ -30,7 +20,7 @@ export function deliveryState(rows: AttemptRow[]): { latest: AttemptRow; attempt
 }
 
 /** The delivery log: a keyset-paginated list, one delivery with its attempts, reprocessing a failed one. */
-export async function deliveryRoutes(root: FastifyInstance, deps: DeliveryRoutesOptions): Promise<void> {
+export async function deliveryRoutes(root: FastifyInstance, deps: WebhookRouteDeps): Promise<void> {
   const app = root.withTypeProvider<ZodTypeProvider>();
   const now = deps.now ?? Date.now;
   const pages = keysetPages('dlv', deps.cursorSecret);

@@ -4,29 +4,6 @@ import { chInt, chNullableInt, chUuid } from '../../shared/clickhouse/rows.ts';
 import type { Keyset } from '../../shared/http/cursor-param.ts';
 import { DeliveryStatus } from './admin.schema.ts';
 
-export interface DeliverySummary {
-  id: string;
-  destination_id: string;
-  event_name: string;
-  status: 'pending' | 'retrying' | 'succeeded' | 'failed';
-  attempts: number;
-  next_attempt_at: number | null;
-  created_at: number;
-}
-
-export interface AttemptRow {
-  attempt: number;
-  state: string;
-  recorded_at: number;
-  started_at: number | null;
-  duration_ms: number | null;
-  status_code: number | null;
-  error_class: string | null;
-  next_attempt_at: number | null;
-  body: string;
-  event_id: string;
-}
-
 const SummaryRow = z.object({
   id: chUuid,
   dest_id: chUuid,
@@ -52,6 +29,10 @@ const AttemptRowSchema = z.object({
   created_at: chInt,
   body: z.string(),
 });
+
+/** One row of a delivery in the log: its state after an attempt (or pending), with the delivery's own fields. */
+export type AttemptRow = z.infer<typeof AttemptRowSchema>;
+
 const SecurityEventRow = z.object({
   id: chUuid,
   kind: z.string(),
@@ -80,7 +61,7 @@ export class DeliveryLogRepository {
     eventName?: string;
     before?: Keyset;
     limit: number;
-  }): Promise<DeliverySummary[]> {
+  }) {
     const where = ['tenant_id = {tenant:UUID}'];
     if (q.destinationId) where.push('destination_id = {destination:UUID}');
     if (q.eventName) where.push('event_name = {event_name:String}');
@@ -146,18 +127,7 @@ export class DeliveryLogRepository {
       destination_id: first.destination_id,
       event_name: first.event_name,
       created_at: Math.min(...rows.map((r) => r.created_at)),
-      rows: rows.map((r) => ({
-        attempt: r.attempt,
-        state: r.state,
-        recorded_at: r.recorded_at,
-        started_at: r.started_at,
-        duration_ms: r.duration_ms,
-        status_code: r.status_code,
-        error_class: r.error_class,
-        next_attempt_at: r.next_attempt_at,
-        body: r.body,
-        event_id: r.event_id,
-      })),
+      rows,
     };
   }
 

@@ -2,32 +2,20 @@ import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { DeliveryRecord, DestinationRecord } from '../../schemas/records.ts';
-import type { ConfigStore, ConfigWriter } from '../../shared/config-store/config-store.ts';
 import { ApiError } from '../../shared/http/errors.ts';
 import { list, problems } from '../../shared/http/schemas.ts';
 import { newId } from '../../shared/ids.ts';
-import type { SecretBox } from '../../shared/secrets.ts';
 import { deliveryId, payloadOf } from '../../shared/webhooks/fanout-plan.ts';
 import { Destination, DestinationWithSecret } from './admin.schema.ts';
-import type { DeliveryQueue } from './delivery-queue.ts';
 import { CreateDestination, PatchDestination, destinationView, newSecret, withSecret } from './destination-input.ts';
-import { TenantParams, adminRoute, destinationOr404, tenantOr404 } from './routing.ts';
-
-export interface DestinationRoutesOptions {
-  store: ConfigStore;
-  writer: ConfigWriter;
-  secrets: SecretBox;
-  queue: DeliveryQueue;
-  MAX_DESTINATIONS_PER_TENANT: number;
-  now?: () => number;
-}
+import { TenantParams, adminRoute, destinationOr404, tenantOr404, type WebhookRouteDeps } from './routing.ts';
 
 const errors = problems(401, 404, 409, 422, 429);
 const DestinationParams = TenantParams.extend({ destination_id: z.uuid() });
 const route = (operationId: string, summary: string, description?: string) => adminRoute('webhooks', operationId, summary, description);
 
 /** Webhook destinations and integrations of a tenant: create, list, get, change, delete, new secret, Test. */
-export async function destinationRoutes(root: FastifyInstance, deps: DestinationRoutesOptions): Promise<void> {
+export async function destinationRoutes(root: FastifyInstance, deps: WebhookRouteDeps): Promise<void> {
   const app = root.withTypeProvider<ZodTypeProvider>();
   const now = deps.now ?? Date.now;
   const base = '/tenants/:tenant_id/destinations';

@@ -6,7 +6,6 @@ import type { Config } from '../../shared/config.ts';
 import type { ConfigStore, ConfigWriter } from '../../shared/config-store/config-store.ts';
 import { normaliseOrigin } from '../../shared/http/origins.ts';
 import { DisplayName, isoTime, isoTimeOrNull, list, problems } from '../../shared/http/schemas.ts';
-import { ApiError } from '../../shared/http/errors.ts';
 import { hashApiKey, keyPrefix, newApiKey, newId, newPlayerKey, parseVideoId } from '../../shared/ids.ts';
 import type { AnalyticsRepository } from '../api/analytics.repository.ts';
 import type { VisitorsRepository } from '../api/visitors.repository.ts';
@@ -26,9 +25,12 @@ import {
   PatchVideo,
   Tenant,
 } from './admin.schema.ts';
-import { TenantParams, adminRoute, tenantOr404 } from './routing.ts';
+import { TenantParams, adminRoute, ownedOr404, tenantOr404, type WebhookAdminOptions } from './routing.ts';
 import { leadRoutes } from './leads.routes.ts';
-import { webhookAdminRoutes, type WebhookAdminOptions } from './webhooks.routes.ts';
+import { deliveryRoutes } from './deliveries.routes.ts';
+import { DeliveryQueue } from './delivery-queue.ts';
+import { destinationRoutes } from './destinations.routes.ts';
+import { securityEventRoutes } from './security-events.routes.ts';
 
 export interface ManagementRoutesOptions {
   store: ConfigStore;
@@ -83,12 +85,7 @@ export async function managementRoutes(root: FastifyInstance, deps: ManagementRo
     };
   };
   /** The tenant's video of a path, or 404 (also for another tenant's). */
-  const videoOf = (tenantId: string, rawVideoId: string): VideoRecord => {
-    tenantOr404(deps.store, tenantId);
-    const video = deps.store.videos.get(parseVideoId(rawVideoId)!);
-    if (!video || video.tenant_id !== tenantId) throw new ApiError('not_found', 'no such video');
-    return video;
-  };
+  const videoOf = (tenantId: string, rawVideoId: string): VideoRecord => ownedOr404(deps.store, tenantId, deps.store.videos.get(parseVideoId(rawVideoId)!), 'video');
   const putTenant = async (t: TenantRecord) => {
     await deps.writer.put('tenants', t.id, t);
     return tenantView(t);
@@ -117,8 +114,7 @@ export async function managementRoutes(root: FastifyInstance, deps: ManagementRo
         suspended_at: null,
         high_intent_threshold: req.body.high_intent_threshold ?? DEFAULT_HIGH_INTENT_THRESHOLD,
       };
-      await deps.writer.put('tenants', tenant.id, tenant);
-      return reply.code(201).send(tenantView(tenant));
+      return reply.code(201).send(await putTenant(tenant));
     },
   );
 
@@ -279,9 +275,7 @@ export async function managementRoutes(root: FastifyInstance, deps: ManagementRo
     '/tenants/:tenant_id/api-keys/:key_id',
     { schema: { ...route('revokeApiKey', 'Revoke an API key (at once)'), params: KeyParams, response: { 200: ApiKey, ...errors } } },
     async (req) => {
-      const tenant = tenantOr404(deps.store, req.params.tenant_id);
-      const key = deps.store.apiKeys.get(req.params.key_id);
-      if (!key || key.tenant_id !== tenant.id) throw new ApiError('not_found', 'no such API key');
+      const key = ownedOr404(deps.store, req.params.tenant_id, deps.store.apiKeys.get(req.params.key_id), 'API key');
       if (key.revoked_at !== null) return keyView(key);
       const revoked = { ...key, revoked_at: now() };
       await deps.writer.put('apiKeys', key.id, revoked);
@@ -369,5 +363,10 @@ export async function managementRoutes(root: FastifyInstance, deps: ManagementRo
 
   await app.register(leadRoutes, { store: deps.store, visitors: deps.visitors, cursorSecret: deps.webhooks.cursorSecret });
 
-  await app.register(webhookAdminRoutes, { ...deps.webhooks, store: deps.store, writer: deps.writer, now: deps.now });
+  // Webhook destinations, the delivery log, reprocessing and security events, sharing one queue of manual deliveries.
+  const webhooks = { ...deps.webhooks, store: deps.store, writer: deps.writer, now: deps.now };
+  const queue = new DeliveryQueue(webhooks);
+  await app.register(destinationRoutes, { ...webhooks, queue });
+  await app.register(deliveryRoutes, { ...webhooks, queue });
+  await app.register(securityEventRoutes, { ...webhooks, queue });
 }

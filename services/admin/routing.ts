@@ -1,9 +1,29 @@
+import type { Producer } from 'kafkajs';
 import { z } from 'zod';
 import type { DestinationRecord, TenantRecord } from '../../schemas/records.ts';
-import type { ConfigStore } from '../../shared/config-store/config-store.ts';
+import type { SchemaRegistry } from '../../schemas/registry.ts';
+import type { ConfigStore, ConfigWriter } from '../../shared/config-store/config-store.ts';
 import { ApiError } from '../../shared/http/errors.ts';
+import type { Topics } from '../../shared/kafka/topics.ts';
+import type { SecretBox } from '../../shared/secrets.ts';
+import type { DeliveryLogRepository } from './delivery-log.repository.ts';
+import type { DeliveryQueue } from './delivery-queue.ts';
 
-/** What the management routes share: their path parameters, their OpenAPI entry, the records of a path. */
+/** What the management routes share: their path parameters, their OpenAPI entry, the records of a path, the webhook routes' deps. */
+
+/** What the webhook routes (destinations, the delivery log, reprocessing, security events) need beyond the config store. */
+export interface WebhookAdminOptions {
+  registry: SchemaRegistry;
+  producer: Producer;
+  topics: Topics;
+  secrets: SecretBox;
+  log: DeliveryLogRepository;
+  cursorSecret: string;
+  MAX_DESTINATIONS_PER_TENANT: number;
+}
+
+/** What each webhook route plugin is given: the options above, the config store and the manual-delivery queue. */
+export type WebhookRouteDeps = WebhookAdminOptions & { store: ConfigStore; writer: ConfigWriter; now?: () => number; queue: DeliveryQueue };
 
 export const TenantParams = z.object({ tenant_id: z.uuid() });
 
@@ -23,10 +43,13 @@ export function tenantOr404(store: ConfigStore, id: string): TenantRecord {
   return t;
 }
 
-/** The tenant's destination of a path, or 404 (also for another tenant's). */
-export function destinationOr404(store: ConfigStore, tenantId: string, id: string): DestinationRecord {
+/** A record of the path's tenant (looked up by the caller), or 404: also for another tenant's, whose existence is not told. */
+export function ownedOr404<T extends { tenant_id: string }>(store: ConfigStore, tenantId: string, found: T | undefined, what: string): T {
   tenantOr404(store, tenantId);
-  const d = store.destinations.get(id);
-  if (!d || d.tenant_id !== tenantId) throw new ApiError('not_found', 'no such destination');
-  return d;
+  if (!found || found.tenant_id !== tenantId) throw new ApiError('not_found', `no such ${what}`);
+  return found;
 }
+
+/** The tenant's destination of a path, or 404 (also for another tenant's). */
+export const destinationOr404 = (store: ConfigStore, tenantId: string, id: string): DestinationRecord =>
+  ownedOr404(store, tenantId, store.destinations.get(id), 'destination');

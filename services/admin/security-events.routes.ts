@@ -1,21 +1,13 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import type { ConfigStore } from '../../shared/config-store/config-store.ts';
 import { keysetPages } from '../../shared/http/cursor-param.ts';
 import { isoTime, page, problems } from '../../shared/http/schemas.ts';
 import { SecurityEvent } from './admin.schema.ts';
-import type { DeliveryLogRepository } from './delivery-log.repository.ts';
-import { TenantParams, adminRoute, tenantOr404 } from './routing.ts';
-
-export interface SecurityEventRoutesOptions {
-  store: ConfigStore;
-  log: DeliveryLogRepository;
-  cursorSecret: string;
-}
+import { TenantParams, adminRoute, tenantOr404, type WebhookRouteDeps } from './routing.ts';
 
 /** Deliveries refused for lack of a secret, newest first. */
-export async function securityEventRoutes(root: FastifyInstance, deps: SecurityEventRoutesOptions): Promise<void> {
+export async function securityEventRoutes(root: FastifyInstance, deps: WebhookRouteDeps): Promise<void> {
   const app = root.withTypeProvider<ZodTypeProvider>();
   const pages = keysetPages('sec', deps.cursorSecret);
 

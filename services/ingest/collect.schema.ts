@@ -20,6 +20,14 @@ export const MAX_ATTRIBUTION_LENGTH = 512;
 
 const attribution = z.string().max(MAX_ATTRIBUTION_LENGTH).optional();
 
+/** When an event happened, as the player or the customer's server sends it (event-record.ts checks its range). */
+const occurredAt = z.iso
+  .datetime({ offset: true })
+  .optional()
+  .meta({
+    description: `When it happened (ISO 8601); from at most ${MAX_OCCURRED_AT_AGE_DAYS} days before receipt to at most 5 minutes after it. Defaults to the time of receipt.`,
+  });
+
 // A pattern rather than a refinement, so that the JSON Schema of the intake checks it too.
 export const VideoIdParam = z
   .string()
@@ -77,12 +85,7 @@ export const CollectEvent = z
     current_time: z.number().min(0).max(MAX_POSITION_SEC).meta({ description: 'Playback position in seconds' }),
     duration: z.number().min(0).max(MAX_POSITION_SEC).meta({ description: 'Video duration in seconds' }),
     watched_percentage: z.number().min(0).max(MAX_PERCENT),
-    occurred_at: z.iso
-      .datetime({ offset: true })
-      .optional()
-      .meta({
-        description: `When it happened (ISO 8601); from at most ${MAX_OCCURRED_AT_AGE_DAYS} days before receipt to at most 5 minutes after it. Defaults to the time of receipt.`,
-      }),
+    occurred_at: occurredAt,
     play_ms: z.number().int().min(0).max(MAX_SIGNAL_MS).optional().meta({ description: 'heartbeat: played ms since the last heartbeat' }),
     focus_ms: z.number().int().min(0).max(MAX_SIGNAL_MS).optional().meta({ description: 'heartbeat: played ms with the page focused' }),
     from: z.number().min(0).max(MAX_POSITION_SEC).optional().meta({ description: 'seek: position before, seconds' }),
@@ -172,12 +175,7 @@ export const ConversionBody = z.object({
     .string()
     .regex(/^[A-Z]{3}$/, 'ISO 4217 code, e.g. EUR')
     .optional(),
-  occurred_at: z.iso
-    .datetime({ offset: true })
-    .optional()
-    .meta({
-      description: `When it happened (ISO 8601); from at most ${MAX_OCCURRED_AT_AGE_DAYS} days before receipt to at most 5 minutes after it. Defaults to the time of receipt.`,
-    }),
+  occurred_at: occurredAt,
 });
 export type ConversionBody = z.infer<typeof ConversionBody>;
 

@@ -2,17 +2,20 @@ import { AjvCompiler } from '@fastify/ajv-compiler';
 import type { FastifyInstance, FastifyReply, FastifyRequest, FastifySchemaCompiler } from 'fastify';
 import { z } from 'zod';
 import { validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
+import type { SchemaRegistry } from '../../schemas/registry.ts';
 import type { IntakeConfig } from '../../shared/config.ts';
 import type { ConfigStore } from '../../shared/config-store/config-store.ts';
-import { ApiError } from '../../shared/http/errors.ts';
+import type { App } from '../../shared/http/app.ts';
+import { ApiError, type ErrorCode } from '../../shared/http/errors.ts';
 import { Problem } from '../../shared/http/schemas.ts';
+import type { GroupCommitProducer } from '../../shared/kafka/group-commit-producer.ts';
 import { Accepted, CollectBody, CollectQuery, ConversionAccepted, ConversionBody, meetsCollectRules } from './collect.schema.ts';
 import { collectRecords, conversionRecord, type RecordContext } from './event-record.ts';
-import type { IntakeLimit } from '../../shared/metrics.ts';
+import type { IntakeLimit, Metrics } from '../../shared/metrics.ts';
 import { retryAfterSeconds } from '../../shared/http/plugins/rate-limit.ts';
 import { WindowCounter, clientAddressKey } from './intake-limits.ts';
-import { playerAccess } from './player-access.ts';
-import type { PlayerEventsWriter } from './player-events.writer.ts';
+import { playerAccess, type PlayerAccess } from './player-access.ts';
+import { PlayerEventsWriter } from './player-events.writer.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -30,6 +33,38 @@ export interface IntakePluginOptions {
   config: IntakeConfig;
   /** Called once per request a player-key guard refuses (intake_refused_total). */
   onRefused?: (limit: IntakeLimit) => void;
+}
+
+/** What the intake is mounted with: its options but the writer, which it builds on `producer`. */
+export type IngestDeps = Pick<IntakePluginOptions, 'store' | 'apiKeyAuth' | 'config'> & {
+  app: App;
+  registry: SchemaRegistry;
+  producer: GroupCommitProducer;
+  /** The player events topic. */
+  topic: string;
+  metrics: Metrics;
+  now?: () => number;
+};
+
+/**
+ * Mounts the intake plugin on `app` with a writer to the player events
+ * topic; after stop() every request is 503.
+ */
+export function startIngest(deps: IngestDeps): { stop(): Promise<void> } {
+  const writer = new PlayerEventsWriter(deps);
+  void deps.app.register(intakePlugin, {
+    store: deps.store,
+    writer,
+    apiKeyAuth: deps.apiKeyAuth,
+    now: deps.now ?? Date.now,
+    config: deps.config,
+    onRefused: (limit) => deps.metrics.intakeRefused.inc({ limit }),
+  });
+  return {
+    async stop() {
+      writer.close();
+    },
+  };
 }
 
 /**
@@ -94,25 +129,19 @@ export function playerKeyAuth(deps: { store: Pick<ConfigStore, 'tenantByPlayerKe
       req.playerTenantId = access.tenant.id;
       return;
     }
-    switch (access.refusal) {
-      case 'unknown_player_key':
-        throw new ApiError('unauthorized', 'unknown player key');
-      case 'retired_player_key':
-        deps.onRefused?.('retired_player_key');
-        throw new ApiError('unauthorized', 'this player key was replaced and its overlap has ended; use the current player key');
-      case 'suspended':
-        deps.onRefused?.('suspended');
-        throw new ApiError('tenant_suspended', 'the tenant of this player key is suspended');
-      case 'origin':
-        deps.onRefused?.('origin');
-        throw new ApiError('origin_not_allowed', 'this page\'s origin is not on the allowed origins of this player key');
-      default: {
-        const unreachable: never = access.refusal;
-        throw new Error(`unexpected refusal ${String(unreachable)}`);
-      }
-    }
+    // intake_refused_total counts the refusals of a known key only (INTAKE_LIMITS).
+    if (access.refusal !== 'unknown_player_key') deps.onRefused?.(access.refusal);
+    throw new ApiError(...PLAYER_KEY_REFUSALS[access.refusal]);
   };
 }
+
+/** The answer to each refusal of playerAccess. */
+const PLAYER_KEY_REFUSALS: Record<Extract<PlayerAccess, { ok: false }>['refusal'], [ErrorCode, string]> = {
+  unknown_player_key: ['unauthorized', 'unknown player key'],
+  retired_player_key: ['unauthorized', 'this player key was replaced and its overlap has ended; use the current player key'],
+  suspended: ['tenant_suspended', 'the tenant of this player key is suspended'],
+  origin: ['origin_not_allowed', 'this page\'s origin is not on the allowed origins of this player key'],
+};
 
 const contextOf = (opts: IntakePluginOptions, tenantId: string): RecordContext => ({
   tenantId,
@@ -170,6 +199,14 @@ function compileJsonSchema(schema: object): (data: unknown) => boolean {
   return (jsonSchemaCompiler as unknown as (part: { schema: object }) => (data: unknown) => boolean)({ schema });
 }
 
+/** Takes `units` of `counter` for `key`, or counts the refusal under `limit` and throws 429 with Retry-After. */
+function take(opts: RouteOptions, counter: WindowCounter, key: string, units: number, limit: IntakeLimit, what: string): void {
+  const took = counter.take(key, units, opts.now());
+  if (took.ok) return;
+  opts.onRefused?.(limit);
+  throw new ApiError('rate_limited', `more than ${counter.max} ${what}`, { headers: { 'Retry-After': retryAfterSeconds(took.retryAfterMs) } });
+}
+
 async function playerIntake(root: FastifyInstance, opts: RouteOptions): Promise<void> {
   const app = root.withTypeProvider<ZodTypeProvider>();
   app.decorateRequest('playerTenantId', null);
@@ -178,25 +215,14 @@ async function playerIntake(root: FastifyInstance, opts: RouteOptions): Promise<
   // Per address first, before the body is read: a flood from one address
   // costs a header parse per request. req.ip follows TRUST_PROXY.
   app.addHook('onRequest', async (req) => {
-    const took = byAddress.take(clientAddressKey(req.ip), 1, opts.now());
-    if (took.ok) return;
-    opts.onRefused?.('client_address_rate');
-    throw new ApiError('rate_limited', `more than ${byAddress.max} requests this minute from this client address`, {
-      headers: { 'Retry-After': retryAfterSeconds(took.retryAfterMs) },
-    });
+    take(opts, byAddress, clientAddressKey(req.ip), 1, 'client_address_rate', 'requests this minute from this client address');
   });
   app.addHook('preValidation', playerKeyAuth({ store: opts.store, now: opts.now, onRefused: opts.onRefused }));
   // Per player key in events, once the body is valid: events, not requests,
   // are what each webhook destination multiplies. Keyed by tenant, so a
   // rotated key's overlap shares one budget with the new key.
   app.addHook('preHandler', async (req) => {
-    const events = (req.body as { events: unknown[] }).events.length;
-    const took = byKey.take(req.playerTenantId!, events, opts.now());
-    if (took.ok) return;
-    opts.onRefused?.('player_key_rate');
-    throw new ApiError('rate_limited', `more than ${byKey.max} events this minute for this player key`, {
-      headers: { 'Retry-After': retryAfterSeconds(took.retryAfterMs) },
-    });
+    take(opts, byKey, req.playerTenantId!, (req.body as { events: unknown[] }).events.length, 'player_key_rate', 'events this minute for this player key');
   });
   app.addHook('preHandler', opts.slot);
   app.post(

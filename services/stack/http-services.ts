@@ -19,7 +19,7 @@ import { EventsRepository } from '../api/events.repository.ts';
 import type { ReadCache } from '../api/read-cache.ts';
 import { VisitorsRepository } from '../api/visitors.repository.ts';
 import { startDashboard } from '../dashboard/dashboard.service.ts';
-import { startIngest } from '../ingest/ingest.service.ts';
+import { startIngest } from '../ingest/intake.plugin.ts';
 import type { Stoppable } from './shutdown-sequence.ts';
 import type { StackSecrets } from './stack-secrets.ts';
 

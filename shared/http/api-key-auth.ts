@@ -19,6 +19,12 @@ declare module 'fastify' {
 
 const USAGE_INTERVAL_MS = 60_000;
 
+/** The credential of `Authorization: Bearer <credential>`, if the request sends one. */
+export function bearerToken(req: FastifyRequest): string | undefined {
+  const header = req.headers.authorization;
+  return typeof header === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(header)?.[1] : undefined;
+}
+
 /**
  * Bearer API key → tenant (401 when missing, unknown or revoked; 403 while
  * the tenant is suspended), then the
@@ -29,14 +35,13 @@ export function apiKeyAuth(deps: { store: ConfigStore; writer: ConfigWriter; log
   const lastWritten = new Map<string, number>();
   const now = deps.now ?? Date.now;
   return async function authenticate(req: FastifyRequest): Promise<void> {
-    const header = req.headers.authorization;
-    const match = typeof header === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
-    if (!match) {
+    const token = bearerToken(req);
+    if (token === undefined) {
       throw new ApiError('unauthorized', 'send the API key as Authorization: Bearer <key>', {
         headers: { 'WWW-Authenticate': 'Bearer' },
       });
     }
-    const key = deps.store.apiKeyByHash(hashApiKey(match[1]!));
+    const key = deps.store.apiKeyByHash(hashApiKey(token));
     if (!key || key.revoked_at !== null || !deps.store.tenants.has(key.tenant_id)) {
       throw new ApiError('unauthorized', key?.revoked_at ? 'the API key was revoked' : 'unknown API key', {
         headers: { 'WWW-Authenticate': 'Bearer error="invalid_token"' },

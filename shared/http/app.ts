@@ -4,17 +4,14 @@ import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fas
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import { ApiError } from './errors.ts';
+import { jsonBody } from './json-body.ts';
 import { playerCors } from './plugins/cors.ts';
 import { problemErrors, sendProblem, type ProblemReply } from './plugins/errors.ts';
-import { jsonBody } from './plugins/json-body.ts';
 import { openApi } from './plugins/openapi.ts';
 import { apiKeyRateLimit, type RateLimitOptions } from './plugins/rate-limit.ts';
 import { requestMetrics } from './plugins/request-metrics.ts';
 import { securityHeaders } from './plugins/security-headers.ts';
 import { serverTimeoutOptions, stalledBodies, type HttpTimeouts } from './timeouts.ts';
-
-export { sendProblem } from './plugins/errors.ts';
-export { problemMediaType } from './plugins/openapi.ts';
 
 /** The HTTP app every service registers its routes on. */
 export type App = Awaited<ReturnType<typeof buildHttpApp>>;

@@ -56,19 +56,3 @@ export class ApiError extends Error {
 export function invalidField(path: string, message: string): ApiError {
   return new ApiError('validation_failed', `${path}: ${message}`, { errors: [{ path, message }] });
 }
-
-export interface Problem {
-  type: string;
-  title: string;
-  status: number;
-  detail: string;
-  request_id: string;
-  errors?: { path: string; message: string }[];
-}
-
-export const PROBLEM_CONTENT_TYPE = 'application/problem+json; charset=utf-8';
-
-export function problem(code: ErrorCode, detail: string, requestId: string, errors?: Problem['errors']): Problem {
-  const { status, title } = ERRORS[code];
-  return { type: `urn:video-analytics:problem:${code}`, title, status, detail, request_id: requestId, ...(errors ? { errors } : {}) };
-}

@@ -1,15 +1,16 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
-import { ApiError, ERRORS, PROBLEM_CONTENT_TYPE, problem, type ErrorCode } from '../errors.ts';
+import { ApiError, ERRORS, type ErrorCode } from '../errors.ts';
 
 /** The part of a reply sendProblem needs (also a raw reply in Fastify's frameworkErrors). */
 export type ProblemReply = { code(n: number): ProblemReply; header(k: string, v: string): ProblemReply; send(b: unknown): unknown };
 
-/** Sends `err` as application/problem+json (errors.ts), with its headers. */
+/** Sends `err` as application/problem+json (RFC 9457), its title from the registry in errors.ts, with its headers. */
 export function sendProblem(reply: ProblemReply, requestId: string, err: ApiError): unknown {
   for (const [k, v] of Object.entries(err.headers ?? {})) reply.header(k, v);
-  return reply.code(err.status).header('Content-Type', PROBLEM_CONTENT_TYPE).send(problem(err.code, err.message, requestId, err.errors));
+  const body = { type: `urn:video-analytics:problem:${err.code}`, title: ERRORS[err.code].title, status: err.status, detail: err.message, request_id: requestId };
+  return reply.code(err.status).header('Content-Type', 'application/problem+json; charset=utf-8').send(err.errors ? { ...body, errors: err.errors } : body);
 }
 
 /**
@@ -42,21 +43,9 @@ async function errorsPlugin(app: FastifyInstance): Promise<void> {
   });
 }
 
+/** Fastify's JSON refusals are invalid_json; its others (413, 415, a bad Content-Length) map by their status. */
 function fastifyErrorCode(err: FastifyError): ErrorCode | undefined {
-  switch (err.code) {
-    case 'FST_ERR_CTP_INVALID_JSON_BODY':
-    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
-      return 'invalid_json';
-    case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return 'payload_too_large';
-    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-      return 'unsupported_media_type';
-    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
-      return 'bad_request';
-    default:
-      break;
-  }
-  if (err instanceof SyntaxError) return 'invalid_json';
+  if (err.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || err.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' || err instanceof SyntaxError) return 'invalid_json';
   if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
     const byStatus = (Object.keys(ERRORS) as ErrorCode[]).find((c) => ERRORS[c].status === err.statusCode);
     return byStatus ?? 'bad_request';

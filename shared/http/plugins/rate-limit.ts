@@ -14,7 +14,6 @@ import { ApiError } from '../errors.ts';
 export interface RateLimitOptions {
   /** Requests a minute per API key. */
   max: number;
-  timeWindowMs?: number;
   /**
    * A store shared by the replicas (the plugin's `store` class or `redis`
    * client option); in memory when absent, so the limit then holds per process.
@@ -75,7 +74,7 @@ async function apiKeyRateLimitPlugin(app: FastifyInstance, opts: RateLimitOption
   await app.register(rateLimit, {
     global: true,
     max: opts.max,
-    timeWindow: opts.timeWindowMs ?? 60_000,
+    timeWindow: 60_000,
     // NOTE: after the auth hooks (onRequest, and the conversion intake's
     // preValidation, which run first on a route), before validation: a
     // refused body still counts, as every request of the key does.
