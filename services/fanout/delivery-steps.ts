@@ -1,6 +1,7 @@
 import type { DeliveryRecord, DestinationRecord, PlayerEventRecord, SecurityEventRecord, WebhookAttemptRecord } from '../../schemas/records.ts';
 import { RETRY_TIERS } from '../../shared/kafka/topics.ts';
 import { attemptRecord, deliveryId, hostOf, nextStep, payloadOf, selects, uuidV5 } from '../../shared/webhooks/fanout-plan.ts';
+import type { DeliveryResult } from '../../shared/webhooks/https-delivery.ts';
 import { webhookHeaders } from '../../shared/webhooks/signing.ts';
 
 /**
@@ -23,13 +24,8 @@ export type DeliveryOut = Extract<Outgoing, { subject: 'delivery' }>;
 /** A security event to record: it goes through a producer of its own, counts in security_events_total and may be logged. */
 export type SecurityOut = Extract<Outgoing, { subject: 'security-event' }>;
 
-/** The result of one POST (shared/webhooks/https-delivery.ts). */
-export interface AttemptResult {
-  ok: boolean;
-  status?: number;
-  errorClass?: string;
-  durationMs: number;
-}
+/** The result of one POST, or of an attempt the fan-out settles without one (`destination_backlogged`). */
+export type AttemptResult = Pick<DeliveryResult, 'ok' | 'status' | 'durationMs'> & { errorClass?: string };
 
 /**
  * The security event of a skipped delivery to `dest`, which has no secret.
@@ -106,7 +102,7 @@ export function planAttempt(d: DeliveryRecord, dest: DestinationRecord | undefin
     };
   }
   const headers = webhookHeaders({ eventName: d.event_name, deliveryId: d.delivery_id, secret, rawBody: d.body, nowSec: Math.floor(now / 1000) });
-  return { kind: 'post', url: dest.url, host: hostOf(dest.url), headers: { ...headers }, body: d.body, startedAt: now };
+  return { kind: 'post', url: dest.url, host: hostOf(dest.url), headers, body: d.body, startedAt: now };
 }
 
 /** What follows a settled attempt: the records to produce, the metrics to count and, for a failure, the log line. */
