@@ -105,35 +105,19 @@ export function planAttempt(d: DeliveryRecord, dest: DestinationRecord | undefin
   return { kind: 'post', url: dest.url, host: hostOf(dest.url), headers, body: d.body, startedAt: now };
 }
 
-/** What follows a settled attempt: the records to produce, the metrics to count and, for a failure, the log line. */
-export interface Settlement {
-  out: Outgoing[];
-  /** Labels of webhook_attempts_total. */
-  labels: { outcome: 'succeeded' | 'retrying' | 'failed'; error_class: string };
-  /** Observation of webhook_attempt_duration_seconds. */
-  durationSec: number;
-  /** Fields of the `webhook_attempt_failed` log line (the host only), or null for a success. */
-  failureLog: {
-    delivery_id: string;
-    destination_id: string;
-    host: string | undefined;
-    attempt: number;
-    status: number | undefined;
-    error_class: string | undefined;
-    outcome: 'succeeded' | 'retrying' | 'failed';
-  } | null;
-}
-
 /**
  * The settlement of attempt `d.attempt` with `result` (`nextStep` decides):
- * its delivery-log record, then the delivery on its next retry tier (due-at
- * header) or on the failed topic.
+ * the records to produce (its delivery-log record, then the delivery on its
+ * next retry tier with a due-at header, or on the failed topic), the labels
+ * of webhook_attempts_total, the observation of
+ * webhook_attempt_duration_seconds and, for a failure, the fields of the
+ * `webhook_attempt_failed` log line (the host only; null for a success).
  */
 export function settlement(
   d: DeliveryRecord,
   result: AttemptResult,
   opts: { startedAt: number; now: number; delaysMs: readonly number[]; host?: string },
-): Settlement {
+) {
   const step = nextStep({ attempt: d.attempt, ok: result.ok, origin: d.origin, now: opts.now, delaysMs: opts.delaysMs });
   const outcome = step.kind === 'retry' ? 'retrying' : step.kind;
   const out: Outgoing[] = [

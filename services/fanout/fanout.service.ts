@@ -290,7 +290,7 @@ class Fanout {
     } catch (err) {
       const failure = classifyFailure(err);
       if (failure.kind !== 'permanent') throw err;
-      const letters = refusedLetters(batch, err instanceof RecordTooLargeError ? err.message : failure.detail, err instanceof RecordTooLargeError || isSizeError(err), `${this.#deps.groupPrefix}fanout`);
+      const letters = refusedLetters(batch, err instanceof RecordTooLargeError ? err.message : failure.detail, isSizeError(err), `${this.#deps.groupPrefix}fanout`);
       await this.#durably(() => this.#deps.deadLetters.send(letters), []);
     }
   }

@@ -13,8 +13,6 @@ import { buildConnector, Pool } from 'undici';
 import { classifyAddress, isAllowedAddress, type CidrList } from './address-policy.ts';
 import { DnsLookupError, DnsTimeoutError, errorCode, WebhookResolver, withinBudget, type HostResolver } from './resolver.ts';
 
-export type { HostResolver, ResolvedAddress } from './resolver.ts';
-
 /**
  * Why an attempt failed; `http_status` is the only class that carries
  * `status`. `dns_timeout`: the name did not resolve within the DNS budget;
@@ -229,8 +227,9 @@ export class HttpsDeliveryClient {
     } catch (err) {
       const durationMs = elapsed();
       if (err instanceof RefusedAddressError) return { ok: false, errorClass: 'refused_address', durationMs, address: err.address, message: err.message };
-      if (budget.aborted && state.lookups > 0) return { ok: false, errorClass: 'dns_timeout', durationMs, message: `timed out resolving ${host}` };
-      if (err instanceof DnsTimeoutError) return { ok: false, errorClass: 'dns_timeout', durationMs, message: `timed out resolving ${host}` };
+      if (err instanceof DnsTimeoutError || (budget.aborted && state.lookups > 0)) {
+        return { ok: false, errorClass: 'dns_timeout', durationMs, message: `timed out resolving ${host}` };
+      }
       if (err instanceof DnsLookupError) {
         return { ok: false, errorClass: 'dns', durationMs, message: `could not resolve ${host}: ${codeOf(err)}` };
       }
