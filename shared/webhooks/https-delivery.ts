@@ -165,7 +165,7 @@ export class HttpsDeliveryClient {
     this.#ownResolver = options.resolve
       ? undefined
       : new WebhookResolver({ timeoutMs: options.dnsTimeoutMs ?? 5000, ...(options.dnsServers ? { servers: options.dnsServers } : {}) });
-    this.#resolve = options.resolve ?? this.#ownResolver!.resolve;
+    this.#resolve = options.resolve ?? ((host, signal) => this.#ownResolver!.lookup(host, signal));
     // NOTE: `ca` replaces the trust store, so the bundled roots are listed
     // again. The context is built once: given `ca` instead, tls.connect
     // parses every root certificate again for each new connection.

@@ -89,9 +89,6 @@ export class WebhookResolver {
   readonly #resolver: Resolver;
   #closed = false;
 
-  /** {@link lookup} as a bound {@link HostResolver}. */
-  readonly resolve: HostResolver = (host, signal) => this.lookup(host, signal);
-
   constructor(options: WebhookResolverOptions) {
     const { timeoutMs } = options;
     if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) throw new RangeError('timeoutMs must be a positive number');
