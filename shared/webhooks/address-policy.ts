@@ -167,7 +167,7 @@ function parseCidr(entry: string): Cidr {
     }
     prefix = Number(prefixText);
   }
-  const network = family === 4 ? ipaddr.IPv4.networkAddressFromCIDR(`${parsed.toString()}/${prefix}`) : ipaddr.IPv6.networkAddressFromCIDR(`${parsed.toString()}/${prefix}`);
+  const network = (family === 4 ? ipaddr.IPv4 : ipaddr.IPv6).networkAddressFromCIDR(`${parsed.toString()}/${prefix}`);
   if (network.toString() !== parsed.toString()) {
     throw new Error(`invalid CIDR "${entry}": host bits are set (did you mean ${network.toString()}/${prefix}?)`);
   }
