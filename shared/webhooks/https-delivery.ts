@@ -315,7 +315,7 @@ export class HttpsDeliveryClient {
           else callback(null, usable[0]!.address, usable[0]!.family);
         })
         .catch((err: unknown) => {
-          const known = err instanceof RefusedAddressError || err instanceof DnsTimeoutError || err instanceof DnsLookupError;
+          const known = err instanceof RefusedAddressError || err instanceof DnsLookupError;
           const code = codeOf(err);
           callback(known ? err : code === 'ETIMEOUT' ? new DnsTimeoutError(hostname) : new DnsLookupError(hostname, code), '', 0);
         })

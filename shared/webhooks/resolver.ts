@@ -33,32 +33,29 @@ export interface WebhookResolverOptions {
   servers?: readonly string[];
 }
 
+/** A look-up that got an answer, and the answer was "no usable address"; `code` is the c-ares code. */
+export class DnsLookupError extends Error {
+  override name = 'DnsLookupError';
+  readonly code: string;
+  readonly host: string;
+
+  constructor(host: string, code: string, message = `DNS look-up of ${host} failed: ${code}`) {
+    super(message);
+    this.host = host;
+    this.code = code;
+  }
+}
+
 /**
  * A look-up that did not finish within its budget (or before the caller
  * aborted it). `code` is `ETIMEOUT`, the code c-ares uses for its own timeout.
  * Retrying later is the right response: the name may well resolve then.
  */
-export class DnsTimeoutError extends Error {
-  readonly code = 'ETIMEOUT';
-  readonly host: string;
+export class DnsTimeoutError extends DnsLookupError {
+  override name = 'DnsTimeoutError';
 
   constructor(host: string) {
-    super(`DNS look-up of ${host} timed out`);
-    this.name = 'DnsTimeoutError';
-    this.host = host;
-  }
-}
-
-/** A look-up that got an answer, and the answer was "no usable address"; `code` is the c-ares code. */
-export class DnsLookupError extends Error {
-  readonly code: string;
-  readonly host: string;
-
-  constructor(host: string, code: string) {
-    super(`DNS look-up of ${host} failed: ${code}`);
-    this.name = 'DnsLookupError';
-    this.host = host;
-    this.code = code;
+    super(host, 'ETIMEOUT', `DNS look-up of ${host} timed out`);
   }
 }
 
