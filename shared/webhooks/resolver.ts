@@ -33,7 +33,10 @@ export interface WebhookResolverOptions {
   servers?: readonly string[];
 }
 
-/** A look-up that got an answer, and the answer was "no usable address"; `code` is the c-ares code. */
+/**
+ * A look-up that got an answer, and the answer was "no usable address", or
+ * (as {@link DnsTimeoutError}) got none in time; `code` is the c-ares code.
+ */
 export class DnsLookupError extends Error {
   override name = 'DnsLookupError';
   readonly code: string;
