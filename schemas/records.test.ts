@@ -5,8 +5,6 @@ import { describe, expect, it } from 'vitest';
 import {
   ApiKeyRecord,
   ApiKeyUsageRecord,
-  DEFAULT_HIGH_INTENT_THRESHOLD,
-  DEFAULT_OFFER_WINDOW_SEC,
   DeliveryRecord,
   DestinationRecord,
   PlayerEventRecord,
@@ -15,6 +13,7 @@ import {
   VideoRecord,
   WebhookAttemptRecord,
 } from './records.ts';
+import { DEFAULT_HIGH_INTENT_THRESHOLD, DEFAULT_OFFER_WINDOW_SEC } from './intent-settings.ts';
 import { PLAYER_EVENT } from '../test/helpers/player-event.ts';
 import { SchemaDecodeError, SchemaRegistry, type Subject } from './registry.ts';
 

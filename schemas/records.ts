@@ -3,16 +3,6 @@ import { SESSION_ID_RE, VISITOR_ID_RE } from '../shared/ids.ts';
 import { DELIVERY_STATUSES } from './delivery-status.ts';
 import { HighIntentThreshold, OfferWindowSec, PitchAtSec } from './intent-settings.ts';
 
-export {
-  DEFAULT_HIGH_INTENT_THRESHOLD,
-  DEFAULT_OFFER_WINDOW_SEC,
-  MAX_OFFER_WINDOW_SEC,
-  MIN_OFFER_WINDOW_SEC,
-  HighIntentThreshold,
-  OfferWindowSec,
-  PitchAtSec,
-} from './intent-settings.ts';
-
 /**
  * zod twins of the Avro records in schemas/avro. Both describe the same
  * values; schemas/records.test.ts feeds one set of fixtures through both.

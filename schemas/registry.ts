@@ -46,7 +46,8 @@ export class SchemaRegistry {
   readonly #byId = new Map<number, LoadedSchema>();
   readonly #writer = new Map<Subject, LoadedSchema>();
   readonly #latest = new Map<Subject, LoadedSchema>();
-  readonly #resolvers = new Map<string, avro.Resolver>();
+  /** Resolvers of `decode`, by writer id (the reader is its subject's newest schema). */
+  readonly #resolvers = new Map<number, avro.Resolver>();
   /** Where `encodeAll` encodes before copying out; grows as needed. */
   #scratch = Buffer.allocUnsafe(64 * 1024);
 
@@ -132,13 +133,7 @@ export class SchemaRegistry {
     const reader = this.#latest.get(subject)!;
     const body = bytes.subarray(5);
     if (reader.id === writer.id) return reader.type.fromBuffer(body) as T;
-    const key = `${writer.id}>${reader.id}`;
-    let resolver = this.#resolvers.get(key);
-    if (!resolver) {
-      resolver = reader.type.createResolver(writer.type);
-      this.#resolvers.set(key, resolver);
-    }
-    return reader.type.fromBuffer(body, resolver, true) as T;
+    return reader.type.fromBuffer(body, resolverOf(this.#resolvers, reader.type, writer), true) as T;
   }
 
   /**
@@ -159,10 +154,8 @@ export class SchemaRegistry {
     const resolvers = new Map<number, avro.Resolver>();
     return (bytes) => {
       const writer = this.#writerFor(subject, bytes);
-      let resolver = resolvers.get(writer.id);
-      if (!resolver) resolvers.set(writer.id, (resolver = narrow.createResolver(writer.type)));
       // The same check of trailing bytes as decode's: only for the reader's own writer.
-      return narrow.fromBuffer(bytes.subarray(5), resolver, writer.id !== reader.id) as T;
+      return narrow.fromBuffer(bytes.subarray(5), resolverOf(resolvers, narrow, writer), writer.id !== reader.id) as T;
     };
   }
 
@@ -184,4 +177,11 @@ export class SchemaRegistry {
     if (!schema) throw new Error(`no writer schema for ${subject}`);
     return schema;
   }
+}
+
+/** The resolver from `writer` to `reader`, made once per writer and kept in `cache`. */
+function resolverOf(cache: Map<number, avro.Resolver>, reader: avro.Type, writer: LoadedSchema): avro.Resolver {
+  let resolver = cache.get(writer.id);
+  if (!resolver) cache.set(writer.id, (resolver = reader.createResolver(writer.type)));
+  return resolver;
 }

@@ -42,17 +42,9 @@ export function eventsOf(origin: EventOrigin): WebhookEventName[] {
 }
 
 export const PLAYER_EVENT_NAMES = eventsOf('player');
-export const DERIVED_EVENT_NAMES = eventsOf('derived');
 
 /** Names a player may send to /v1/collect: the player events and the signals. */
 export const COLLECTABLE_EVENT_NAMES = [...PLAYER_EVENT_NAMES, ...PLAYER_SIGNALS] as const;
-
-/** Every name stored on player.events.v1. */
-export type StoredEventName = WebhookEventName | PlayerSignal;
-
-export function isDerivedEvent(name: string): boolean {
-  return (WEBHOOK_EVENTS as Record<string, { origin: string }>)[name]?.origin === 'derived';
-}
 
 export function isSignal(name: string): name is PlayerSignal {
   return (PLAYER_SIGNALS as readonly string[]).includes(name);

@@ -1,4 +1,4 @@
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { createHash, randomInt, randomUUID } from 'node:crypto';
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 export const VID_RE = /^vid_[0-9a-f]{32}$/;
@@ -28,14 +28,10 @@ export function parseVideoId(value: string): string | undefined {
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
-/** `bytes` of CSPRNG output in base62 (rejection sampling keeps it unbiased). */
+/** `length` characters of CSPRNG output in base62 (crypto.randomInt is unbiased). */
 export function randomToken(length: number): string {
   let out = '';
-  while (out.length < length) {
-    for (const b of randomBytes(length * 2)) {
-      if (b < 248 && out.length < length) out += BASE62[b % 62];
-    }
-  }
+  for (let i = 0; i < length; i++) out += BASE62[randomInt(62)];
   return out;
 }
 

@@ -1,6 +1,7 @@
 import type { DeliveryRecord, DestinationRecord, PlayerEventRecord, SecurityEventRecord, WebhookAttemptRecord } from '../../schemas/records.ts';
 import { RETRY_TIERS } from '../../shared/kafka/topics.ts';
 import { attemptRecord, deliveryId, hostOf, nextStep, payloadOf, selects, uuidV5 } from '../../shared/webhooks/fanout-plan.ts';
+import type { DeliveryResult } from '../../shared/webhooks/https-delivery.ts';
 import { webhookHeaders } from '../../shared/webhooks/signing.ts';
 
 /**
@@ -23,13 +24,8 @@ export type DeliveryOut = Extract<Outgoing, { subject: 'delivery' }>;
 /** A security event to record: it goes through a producer of its own, counts in security_events_total and may be logged. */
 export type SecurityOut = Extract<Outgoing, { subject: 'security-event' }>;
 
-/** The result of one POST (shared/webhooks/https-delivery.ts). */
-export interface AttemptResult {
-  ok: boolean;
-  status?: number;
-  errorClass?: string;
-  durationMs: number;
-}
+/** The result of one POST, or of an attempt the fan-out settles without one (`destination_backlogged`). */
+export type AttemptResult = Pick<DeliveryResult, 'ok' | 'status' | 'durationMs'> & { errorClass?: string };
 
 /**
  * The security event of a skipped delivery to `dest`, which has no secret.
@@ -106,38 +102,22 @@ export function planAttempt(d: DeliveryRecord, dest: DestinationRecord | undefin
     };
   }
   const headers = webhookHeaders({ eventName: d.event_name, deliveryId: d.delivery_id, secret, rawBody: d.body, nowSec: Math.floor(now / 1000) });
-  return { kind: 'post', url: dest.url, host: hostOf(dest.url), headers: { ...headers }, body: d.body, startedAt: now };
-}
-
-/** What follows a settled attempt: the records to produce, the metrics to count and, for a failure, the log line. */
-export interface Settlement {
-  out: Outgoing[];
-  /** Labels of webhook_attempts_total. */
-  labels: { outcome: 'succeeded' | 'retrying' | 'failed'; error_class: string };
-  /** Observation of webhook_attempt_duration_seconds. */
-  durationSec: number;
-  /** Fields of the `webhook_attempt_failed` log line (the host only), or null for a success. */
-  failureLog: {
-    delivery_id: string;
-    destination_id: string;
-    host: string | undefined;
-    attempt: number;
-    status: number | undefined;
-    error_class: string | undefined;
-    outcome: 'succeeded' | 'retrying' | 'failed';
-  } | null;
+  return { kind: 'post', url: dest.url, host: hostOf(dest.url), headers, body: d.body, startedAt: now };
 }
 
 /**
  * The settlement of attempt `d.attempt` with `result` (`nextStep` decides):
- * its delivery-log record, then the delivery on its next retry tier (due-at
- * header) or on the failed topic.
+ * the records to produce (its delivery-log record, then the delivery on its
+ * next retry tier with a due-at header, or on the failed topic), the labels
+ * of webhook_attempts_total, the observation of
+ * webhook_attempt_duration_seconds and, for a failure, the fields of the
+ * `webhook_attempt_failed` log line (the host only; null for a success).
  */
 export function settlement(
   d: DeliveryRecord,
   result: AttemptResult,
   opts: { startedAt: number; now: number; delaysMs: readonly number[]; host?: string },
-): Settlement {
+) {
   const step = nextStep({ attempt: d.attempt, ok: result.ok, origin: d.origin, now: opts.now, delaysMs: opts.delaysMs });
   const outcome = step.kind === 'retry' ? 'retrying' : step.kind;
   const out: Outgoing[] = [

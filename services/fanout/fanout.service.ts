@@ -1,5 +1,5 @@
 import type { Kafka, Message } from 'kafkajs';
-import { DeliveryRecord, PlayerEventRecord, playerEventViolation, type DestinationRecord } from '../../schemas/records.ts';
+import { DeliveryRecord, PlayerEventRecord, playerEventViolation } from '../../schemas/records.ts';
 import type { SchemaRegistry } from '../../schemas/registry.ts';
 import type { ConfigStore } from '../../shared/config-store/config-store.ts';
 import type { Topics } from '../../shared/kafka/topics.ts';
@@ -18,12 +18,7 @@ import { deferral, deferralsOf, LogThrottle, planAttempt, planFanOut, settlement
 import { FairSlots } from './fair-slots.ts';
 import { Lanes } from './lanes.ts';
 import { hostOf } from '../../shared/webhooks/fanout-plan.ts';
-
-/** The HTTPS client the fan-out posts through (shared/webhooks/https-delivery.ts). */
-export interface DeliveryClient {
-  /** `pool`: the destination id, so each destination keeps its own connections (see HttpsDeliveryClient.post). */
-  post(url: string, headers: Record<string, string>, body: string, pool?: string): Promise<AttemptResult>;
-}
+import type { HttpsDeliveryClient } from '../../shared/webhooks/https-delivery.ts';
 
 export interface FanoutDeps {
   kafka: Kafka;
@@ -32,7 +27,8 @@ export interface FanoutDeps {
   topics: Topics;
   groupPrefix: string;
   secrets: SecretBox;
-  client: DeliveryClient;
+  /** Posts with the destination id as `pool`, so each destination keeps its own connections. */
+  client: Pick<HttpsDeliveryClient, 'post'>;
   /** Delays of the three retry tiers, in ms. */
   delaysMs: readonly number[];
   log: Logger;
@@ -211,10 +207,6 @@ class Fanout {
         return this.#produce(this.#deliveries, [deferral(d, entry.deferrals, this.#now(), this.#deps.delaysMs)]);
       case 'backlogged':
         return this.#settle(d, { ok: false, errorClass: 'destination_backlogged', durationMs: 0 }, this.#now());
-      default: {
-        const unknown: never = entry;
-        throw new Error(`unknown lane entry ${JSON.stringify(unknown)}`);
-      }
     }
   }
 
@@ -233,16 +225,13 @@ class Fanout {
   /** One attempt of `d`; returns the durable hand-off of what follows it, for the caller to run. */
   async #attempt(d: DeliveryRecord): Promise<() => Promise<void>> {
     const dest = this.#deps.store.destinations.get(d.destination_id);
-    const plan = planAttempt(d, dest, dest ? this.#secretOf(dest) : '', this.#now());
+    const secret = dest?.secret_enc ? this.#deps.secrets.open(dest.secret_enc, dest.id) : '';
+    const plan = planAttempt(d, dest, secret, this.#now());
     if (plan.kind === 'settled') {
       return async () => void (await Promise.all([this.#recordSecurity(plan.security), this.#produce(this.#deliveries, plan.out)]));
     }
     const result = await this.#deps.client.post(plan.url, plan.headers, plan.body, d.destination_id);
     return () => this.#settle(d, result, plan.startedAt, plan.host);
-  }
-
-  #secretOf(dest: DestinationRecord): string {
-    return dest.secret_enc ? this.#deps.secrets.open(dest.secret_enc, dest.id) : '';
   }
 
   /** Counts the outcome of attempt `d.attempt` and hands the delivery durably to what follows. */
@@ -301,7 +290,7 @@ class Fanout {
     } catch (err) {
       const failure = classifyFailure(err);
       if (failure.kind !== 'permanent') throw err;
-      const letters = refusedLetters(batch, err instanceof RecordTooLargeError ? err.message : failure.detail, err instanceof RecordTooLargeError || isSizeError(err), `${this.#deps.groupPrefix}fanout`);
+      const letters = refusedLetters(batch, err instanceof RecordTooLargeError ? err.message : failure.detail, isSizeError(err), `${this.#deps.groupPrefix}fanout`);
       await this.#durably(() => this.#deps.deadLetters.send(letters), []);
     }
   }

@@ -62,10 +62,12 @@ const REFUSED_V4: readonly Range[] = [
   range('240.0.0.0/4', 'reserved'),
 ];
 
-/** IPv6 prefixes whose low 32 bits (or, for 6to4, bits 16–48) are an IPv4 address reached through them. */
-const MAPPED_V6 = range('::ffff:0:0/96', 'ipv4-mapped');
-const NAT64_V6 = range('64:ff9b::/96', 'nat64');
-const SIX_TO_FOUR_V6 = range('2002::/16', '6to4');
+/** IPv6 prefixes that carry an IPv4 address reached through them, and the byte it starts at: the low 32 bits, or for 6to4 bits 16–48. */
+const EMBEDDING_V6: readonly (Range & { at: number })[] = [
+  { ...range('::ffff:0:0/96', 'ipv4-mapped'), at: 12 },
+  { ...range('64:ff9b::/96', 'nat64'), at: 12 },
+  { ...range('2002::/16', '6to4'), at: 2 },
+];
 
 const REFUSED_V6: readonly Range[] = [
   range('::/128', 'unspecified'),
@@ -103,12 +105,10 @@ export function classifyAddress(ip: string): AddressClassification {
   if (parsed.kind() === 'ipv4') return classifyV4(parsed as ipaddr.IPv4);
 
   const v6 = parsed as ipaddr.IPv6;
-  const bytes = v6.toByteArray();
-  for (const { cidr, name } of [MAPPED_V6, NAT64_V6]) {
-    if (contains(cidr, v6)) return withVia(classifyV4(v4Of(bytes.slice(12, 16))), cidr.text, name);
-  }
-  if (contains(SIX_TO_FOUR_V6.cidr, v6)) {
-    return withVia(classifyV4(v4Of(bytes.slice(2, 6))), SIX_TO_FOUR_V6.cidr.text, SIX_TO_FOUR_V6.name);
+  const embedding = EMBEDDING_V6.find((r) => contains(r.cidr, v6));
+  if (embedding) {
+    const v4 = new ipaddr.IPv4(v6.toByteArray().slice(embedding.at, embedding.at + 4));
+    return withVia(classifyV4(v4), embedding.cidr.text, embedding.name);
   }
   const refused = REFUSED_V6.find((r) => contains(r.cidr, v6));
   if (refused) return { allowed: false, range: refused.cidr.text, name: refused.name };
@@ -167,11 +167,11 @@ function parseCidr(entry: string): Cidr {
     }
     prefix = Number(prefixText);
   }
-  const network = family === 4 ? ipaddr.IPv4.networkAddressFromCIDR(`${parsed.toString()}/${prefix}`) : ipaddr.IPv6.networkAddressFromCIDR(`${parsed.toString()}/${prefix}`);
+  const network = (family === 4 ? ipaddr.IPv4 : ipaddr.IPv6).networkAddressFromCIDR(`${parsed.toString()}/${prefix}`);
   if (network.toString() !== parsed.toString()) {
-    throw new Error(`invalid CIDR "${entry}": host bits are set (did you mean ${textOf(network)}/${prefix}?)`);
+    throw new Error(`invalid CIDR "${entry}": host bits are set (did you mean ${network.toString()}/${prefix}?)`);
   }
-  return { family, network, prefix, text: `${textOf(network)}/${prefix}` };
+  return { family, network, prefix, text: `${network.toString()}/${prefix}` };
 }
 
 function classifyV4(value: ipaddr.IPv4): AddressClassification {
@@ -185,14 +185,6 @@ function withVia(result: AddressClassification, via: string, viaName: string): A
 
 function contains(cidr: Cidr, address: Address): boolean {
   return address.kind() === cidr.network.kind() && address.match(cidr.network, cidr.prefix);
-}
-
-function v4Of(bytes: number[]): ipaddr.IPv4 {
-  return new ipaddr.IPv4(bytes);
-}
-
-function textOf(address: Address): string {
-  return address.kind() === 'ipv6' ? (address as ipaddr.IPv6).toRFC5952String() : address.toString();
 }
 
 /**

@@ -9,10 +9,8 @@ import { WEBHOOK_EVENTS } from '../event-names.ts';
 
 export const MAX_ATTEMPTS = 4;
 
-/** RFC 9562 version 5 UUID (SHA-1) of `name` in `namespace` (the `uuid` package). */
-export function uuidV5(name: string, namespace: string): string {
-  return v5(name, namespace);
-}
+/** RFC 9562 version 5 UUID (SHA-1) of a name in a namespace: `uuidV5(name, namespace)`. */
+export { v5 as uuidV5 } from 'uuid';
 
 /**
  * delivery_id = UUIDv5(name: destination id, namespace: event id): a replayed
@@ -20,17 +18,15 @@ export function uuidV5(name: string, namespace: string): string {
  * crashes and replays.
  */
 export function deliveryId(eventId: string, destinationId: string): string {
-  return uuidV5(destinationId, eventId);
+  return v5(destinationId, eventId);
 }
 
-/** The events of spec 6.1 are delivered; signals (heartbeat, seek) are not. */
-export function isWebhookEvent(name: string): boolean {
-  return Object.hasOwn(WEBHOOK_EVENTS, name);
-}
-
-/** An empty selection means every event. */
+/**
+ * An empty selection means every event. Only the events of spec 6.1 are
+ * delivered; signals (heartbeat, seek) are not.
+ */
 export function selects(destination: Pick<DestinationRecord, 'events'>, eventName: string): boolean {
-  if (!isWebhookEvent(eventName)) return false;
+  if (!Object.hasOwn(WEBHOOK_EVENTS, eventName)) return false;
   return destination.events.length === 0 || destination.events.includes(eventName);
 }
 

@@ -11,9 +11,7 @@ import { performance } from 'node:perf_hooks';
 import { createSecureContext, rootCertificates } from 'node:tls';
 import { buildConnector, Pool } from 'undici';
 import { classifyAddress, isAllowedAddress, type CidrList } from './address-policy.ts';
-import { DnsLookupError, DnsTimeoutError, WebhookResolver, type HostResolver } from './resolver.ts';
-
-export type { HostResolver, ResolvedAddress } from './resolver.ts';
+import { DnsLookupError, DnsTimeoutError, errorCode, WebhookResolver, withinBudget, type HostResolver } from './resolver.ts';
 
 /**
  * Why an attempt failed; `http_status` is the only class that carries
@@ -167,7 +165,7 @@ export class HttpsDeliveryClient {
     this.#ownResolver = options.resolve
       ? undefined
       : new WebhookResolver({ timeoutMs: options.dnsTimeoutMs ?? 5000, ...(options.dnsServers ? { servers: options.dnsServers } : {}) });
-    this.#resolve = options.resolve ?? this.#ownResolver!.resolve;
+    this.#resolve = options.resolve ?? ((host, signal) => this.#ownResolver!.lookup(host, signal));
     // NOTE: `ca` replaces the trust store, so the bundled roots are listed
     // again. The context is built once: given `ca` instead, tls.connect
     // parses every root certificate again for each new connection.
@@ -229,12 +227,13 @@ export class HttpsDeliveryClient {
     } catch (err) {
       const durationMs = elapsed();
       if (err instanceof RefusedAddressError) return { ok: false, errorClass: 'refused_address', durationMs, address: err.address, message: err.message };
-      if (budget.aborted && state.lookups > 0) return { ok: false, errorClass: 'dns_timeout', durationMs, message: `timed out resolving ${host}` };
-      if (err instanceof DnsTimeoutError) return { ok: false, errorClass: 'dns_timeout', durationMs, message: `timed out resolving ${host}` };
-      if (err instanceof DnsLookupError) {
-        return { ok: false, errorClass: 'dns', durationMs, message: `could not resolve ${host}: ${errorCode(err)}` };
+      if (err instanceof DnsTimeoutError || (budget.aborted && state.lookups > 0)) {
+        return { ok: false, errorClass: 'dns_timeout', durationMs, message: `timed out resolving ${host}` };
       }
-      const code = errorCode(err);
+      if (err instanceof DnsLookupError) {
+        return { ok: false, errorClass: 'dns', durationMs, message: `could not resolve ${host}: ${codeOf(err)}` };
+      }
+      const code = codeOf(err);
       if (budget.aborted || code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'UND_ERR_HEADERS_TIMEOUT') {
         return { ok: false, errorClass: 'timeout', durationMs, address: state.address, message: `timed out delivering to ${host}` };
       }
@@ -304,8 +303,7 @@ export class HttpsDeliveryClient {
     return (hostname, options, callback) => {
       state.lookups++;
       const signal = AbortSignal.timeout(this.#timeoutMs);
-      const timedOut = new Promise<never>((_, reject) => signal.addEventListener('abort', () => reject(new DnsTimeoutError(hostname)), { once: true }));
-      Promise.race([Promise.resolve().then(() => this.#resolve(hostname, signal)), timedOut])
+      withinBudget(hostname, signal, () => this.#resolve(hostname, signal))
         .then((addresses) => {
           if (addresses.length === 0) throw new DnsLookupError(hostname, 'ENODATA');
           const refused = addresses.find((a) => !isAllowedAddress(a.address, this.#allowList));
@@ -317,8 +315,8 @@ export class HttpsDeliveryClient {
           else callback(null, usable[0]!.address, usable[0]!.family);
         })
         .catch((err: unknown) => {
-          const known = err instanceof RefusedAddressError || err instanceof DnsTimeoutError || err instanceof DnsLookupError;
-          const code = errorCode(err);
+          const known = err instanceof RefusedAddressError || err instanceof DnsLookupError;
+          const code = codeOf(err);
           callback(known ? err : code === 'ETIMEOUT' ? new DnsTimeoutError(hostname) : new DnsLookupError(hostname, code), '', 0);
         })
         .finally(() => state.lookups--);
@@ -340,8 +338,6 @@ function safeDecode(text: string): string {
   }
 }
 
-function errorCode(err: unknown): string {
-  const code = (err as { code?: unknown } | null)?.code;
-  if (typeof code === 'string' && code !== '') return code;
-  return err instanceof Error ? err.name : 'unknown error';
+function codeOf(err: unknown): string {
+  return errorCode(err, err instanceof Error ? err.name : 'unknown error');
 }

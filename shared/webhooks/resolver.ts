@@ -34,31 +34,31 @@ export interface WebhookResolverOptions {
 }
 
 /**
+ * A look-up that got an answer, and the answer was "no usable address", or
+ * (as {@link DnsTimeoutError}) got none in time; `code` is the c-ares code.
+ */
+export class DnsLookupError extends Error {
+  override name = 'DnsLookupError';
+  readonly code: string;
+  readonly host: string;
+
+  constructor(host: string, code: string, message = `DNS look-up of ${host} failed: ${code}`) {
+    super(message);
+    this.host = host;
+    this.code = code;
+  }
+}
+
+/**
  * A look-up that did not finish within its budget (or before the caller
  * aborted it). `code` is `ETIMEOUT`, the code c-ares uses for its own timeout.
  * Retrying later is the right response: the name may well resolve then.
  */
-export class DnsTimeoutError extends Error {
-  readonly code = 'ETIMEOUT';
-  readonly host: string;
+export class DnsTimeoutError extends DnsLookupError {
+  override name = 'DnsTimeoutError';
 
   constructor(host: string) {
-    super(`DNS look-up of ${host} timed out`);
-    this.name = 'DnsTimeoutError';
-    this.host = host;
-  }
-}
-
-/** A look-up that got an answer, and the answer was "no usable address"; `code` is the c-ares code. */
-export class DnsLookupError extends Error {
-  readonly code: string;
-  readonly host: string;
-
-  constructor(host: string, code: string) {
-    super(`DNS look-up of ${host} failed: ${code}`);
-    this.name = 'DnsLookupError';
-    this.host = host;
-    this.code = code;
+    super(host, 'ETIMEOUT', `DNS look-up of ${host} timed out`);
   }
 }
 
@@ -89,9 +89,6 @@ export class WebhookResolver {
   readonly #resolver: Resolver;
   #closed = false;
 
-  /** {@link lookup} as a bound {@link HostResolver}. */
-  readonly resolve: HostResolver = (host, signal) => this.lookup(host, signal);
-
   constructor(options: WebhookResolverOptions) {
     const { timeoutMs } = options;
     if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) throw new RangeError('timeoutMs must be a positive number');
@@ -115,19 +112,9 @@ export class WebhookResolver {
     if (isLocalhost(name)) return Promise.resolve(LOCALHOST.map((a) => ({ ...a })));
     if (this.#closed) return Promise.reject(new Error('the webhook resolver is closed'));
     const budget = signal ? AbortSignal.any([signal, AbortSignal.timeout(this.#timeoutMs)]) : AbortSignal.timeout(this.#timeoutMs);
-    return new Promise<ResolvedAddress[]>((resolve, reject) => {
-      const giveUp = (): void => reject(new DnsTimeoutError(host));
-      if (budget.aborted) return giveUp();
-      budget.addEventListener('abort', giveUp, { once: true });
-      void Promise.allSettled([this.#resolver.resolve4(name), this.#resolver.resolve6(name)]).then(([v4, v6]) => {
-        budget.removeEventListener('abort', giveUp);
-        try {
-          resolve(combineAnswers(host, v4, v6));
-        } catch (err) {
-          reject(err as Error);
-        }
-      });
-    });
+    return withinBudget(host, budget, () =>
+      Promise.allSettled([this.#resolver.resolve4(name), this.#resolver.resolve6(name)]).then(([v4, v6]) => combineAnswers(host, v4, v6)),
+    );
   }
 
   /** Cancels every look-up in flight; later look-ups reject. */
@@ -135,6 +122,21 @@ export class WebhookResolver {
     this.#closed = true;
     this.#resolver.cancel();
   }
+}
+
+/**
+ * Runs the look-up `run` of `host` unless `signal` has aborted, and answers
+ * as it does, or with a {@link DnsTimeoutError} as soon as `signal` aborts.
+ */
+export function withinBudget<T>(host: string, signal: AbortSignal, run: () => Promise<T>): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const giveUp = (): void => reject(new DnsTimeoutError(host));
+    if (signal.aborted) return giveUp();
+    signal.addEventListener('abort', giveUp, { once: true });
+    run()
+      .then(resolve, reject)
+      .finally(() => signal.removeEventListener('abort', giveUp));
+  });
 }
 
 /** `localhost`, `localhost.` and names under `.localhost` (RFC 6761 section 6.3: always loopback, never sent to DNS). */
@@ -167,14 +169,15 @@ export function combineAnswers(
   ];
   if (addresses.length > 0) return addresses;
 
-  const codes = [v4, v6].map((r) => (r.status === 'rejected' ? codeOf(r.reason) : 'ENODATA'));
+  const codes = [v4, v6].map((r) => (r.status === 'rejected' ? errorCode(r.reason, 'EUNKNOWN') : 'ENODATA'));
   if (codes.includes('ENOTFOUND')) throw new DnsLookupError(host, 'ENOTFOUND');
   if (codes.includes('ETIMEOUT')) throw new DnsTimeoutError(host);
   const other = codes.find((code) => code !== 'ENODATA');
   throw new DnsLookupError(host, other ?? 'ENODATA');
 }
 
-function codeOf(err: unknown): string {
+/** The string `code` of an error (Node's and c-ares's), else `fallback`. */
+export function errorCode(err: unknown, fallback: string): string {
   const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && code !== '' ? code : 'EUNKNOWN';
+  return typeof code === 'string' && code !== '' ? code : fallback;
 }

@@ -105,33 +105,10 @@ export function verifyWebhook(input: VerifyWebhookInput): WebhookVerifyResult {
   // number: that text is what the sender signed (leading zeros included).
   const expected = createHmac('sha256', Buffer.from(secret, 'utf8'))
     .update(`${timestampText}.`, 'utf8')
-    .update(typeof input.rawBody === 'string' ? Buffer.from(input.rawBody, 'utf8') : input.rawBody)
+    .update(input.rawBody)
     .digest();
   if (!timingSafeEqual(received, expected)) return fail('signature_mismatch', MESSAGES.signature_mismatch);
   return { ok: true, timestamp };
-}
-
-/** Thrown by {@link assertWebhook}; `reason` says which rule refused the request. */
-export class WebhookVerificationError extends Error {
-  override name = 'WebhookVerificationError';
-  readonly reason: WebhookFailureReason;
-
-  constructor(reason: WebhookFailureReason, message: string) {
-    super(message);
-    this.reason = reason;
-  }
-}
-
-/**
- * Throwing form of {@link verifyWebhook} for handlers that map exceptions to
- * a 401. Returns the verified timestamp in Unix seconds.
- *
- * @throws WebhookVerificationError when any rule refuses the request.
- */
-export function assertWebhook(input: VerifyWebhookInput): number {
-  const result = verifyWebhook(input);
-  if (!result.ok) throw new WebhookVerificationError(result.reason, result.message);
-  return result.timestamp;
 }
 
 const MESSAGES = {
