@@ -1,8 +1,7 @@
 import { parseError } from '@clickhouse/client';
 import { KafkaJSConnectionError, KafkaJSNumberOfRetriesExceeded, KafkaJSProtocolError, KafkaJSRequestTimeoutError } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
-import { classifyFailure } from './failure-class.ts';
-import { RecordTooLargeError } from './kafka/coalescing-sender.ts';
+import { classifyFailure, RecordTooLargeError } from './failure-class.ts';
 
 /** A ClickHouseError as the client parses it from the engine's own text. */
 const clickhouse = (code: number, type: string, message: string) => parseError(`Code: ${code}. DB::Exception: ${message}. (${type}) (version 25.8.1.1)`);

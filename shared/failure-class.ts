@@ -1,4 +1,7 @@
-import { RecordTooLargeError } from './kafka/coalescing-sender.ts';
+/** The broker refused a record for its size; no retry of the same bytes can succeed. */
+export class RecordTooLargeError extends Error {
+  override name = 'RecordTooLargeError';
+}
 
 /**
  * Whether a failed effect (a ClickHouse insert, a Kafka produce) can succeed
@@ -77,6 +80,11 @@ interface ErrorLike {
   cause?: unknown;
   originalError?: unknown;
   errors?: unknown;
+}
+
+/** The kafkajs error types of `err` and the errors it wraps, outermost first. */
+export function errorTypes(err: unknown): string[] {
+  return chain(err).flatMap((e) => (typeof e.type === 'string' ? [e.type] : []));
 }
 
 /** `err` and the errors it wraps (cause, kafkajs' originalError and retry lists), outermost first. */

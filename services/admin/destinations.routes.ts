@@ -5,7 +5,7 @@ import type { DeliveryRecord, DestinationRecord } from '../../schemas/records.ts
 import { ApiError } from '../../shared/http/errors.ts';
 import { list, problems } from '../../shared/http/schemas.ts';
 import { newId } from '../../shared/ids.ts';
-import { deliveryId, payloadOf } from '../../shared/webhooks/fanout-plan.ts';
+import { firstAttempt, payloadOf } from '../../shared/webhooks/fanout-plan.ts';
 import { Destination, DestinationWithSecret } from './admin.schema.ts';
 import { CreateDestination, PatchDestination, destinationView, newSecret, withSecret } from './destination-input.ts';
 import { TenantParams, adminRoute, destinationOr404, tenantOr404, type WebhookRouteDeps } from './routing.ts';
@@ -174,16 +174,5 @@ export function testDelivery(d: DestinationRecord, video: { id: string; duration
     external_lead_id: null,
     timestamp: t,
   });
-  return {
-    delivery_id: deliveryId(eventId, d.id),
-    tenant_id: d.tenant_id,
-    destination_id: d.id,
-    event_id: eventId,
-    event_name: 'player_loaded',
-    body,
-    attempt: 1,
-    due_at: t,
-    created_at: t,
-    origin: 'test',
-  };
+  return firstAttempt(d, { event_id: eventId, event_name: 'player_loaded' }, body, t, 'test');
 }

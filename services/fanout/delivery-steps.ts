@@ -1,6 +1,6 @@
 import type { DeliveryRecord, DestinationRecord, PlayerEventRecord, SecurityEventRecord, WebhookAttemptRecord } from '../../schemas/records.ts';
 import { RETRY_TIERS } from '../../shared/kafka/topics.ts';
-import { attemptRecord, deliveryId, hostOf, nextStep, payloadOf, selects, uuidV5 } from '../../shared/webhooks/fanout-plan.ts';
+import { attemptRecord, firstAttempt, hostOf, nextStep, payloadOf, selects, uuidV5 } from '../../shared/webhooks/fanout-plan.ts';
 import type { DeliveryResult } from '../../shared/webhooks/https-delivery.ts';
 import { webhookHeaders } from '../../shared/webhooks/signing.ts';
 
@@ -60,18 +60,7 @@ export function planFanOut(e: PlayerEventRecord, destinations: Iterable<Destinat
       security.push(securityEvent(dest, e.event_id, e.event_name, now));
       continue;
     }
-    deliveries.push({
-      delivery_id: deliveryId(e.event_id, dest.id),
-      tenant_id: e.tenant_id,
-      destination_id: dest.id,
-      event_id: e.event_id,
-      event_name: e.event_name,
-      body: (body ??= payloadOf(e)),
-      attempt: 1,
-      due_at: now,
-      created_at: now,
-      origin: 'event',
-    });
+    deliveries.push(firstAttempt(dest, e, (body ??= payloadOf(e)), now, 'event'));
   }
   return { deliveries, security };
 }

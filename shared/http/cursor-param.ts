@@ -11,9 +11,10 @@ export interface Keyset {
 /**
  * Keyset pages of one kind of list, with cursors `[scope, ts, id]`: the
  * scope (the tenant, the video, a filter) ties a cursor to the list it came
- * from, so a cursor of another list is refused.
+ * from, so a cursor of another list is refused. `isId` tells the list's ids
+ * (UUIDs unless said otherwise).
  */
-export function keysetPages(prefix: string, secret: string) {
+export function keysetPages(prefix: string, secret: string, isId: (id: string) => boolean = isUuid) {
   const codec = cursorCodec(prefix, secret);
   return {
     /** The position the `cursor` query parameter names, if any; any failure is a 422 naming the parameter. */
@@ -21,7 +22,7 @@ export function keysetPages(prefix: string, secret: string) {
       if (!cursor) return undefined;
       try {
         const [s, ts, id] = codec.decode(cursor);
-        if (JSON.stringify(s) !== JSON.stringify(scope) || typeof ts !== 'number' || typeof id !== 'string' || !isUuid(id)) {
+        if (JSON.stringify(s) !== JSON.stringify(scope) || typeof ts !== 'number' || typeof id !== 'string' || !isId(id)) {
           throw new CursorError('cursor does not belong to this list');
         }
         return { ts, id };

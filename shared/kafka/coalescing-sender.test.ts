@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { Kafka, logLevel, type Admin } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createLogger } from '../logger.ts';
-import { CoalescingSender, RecordTooLargeError } from './coalescing-sender.ts';
+import { RecordTooLargeError } from '../failure-class.ts';
+import { CoalescingSender } from './coalescing-sender.ts';
 
 /** Against the run's real broker: a topic that accepts record batches of at most 20 kB. */
 describe('CoalescingSender within the broker limits', () => {

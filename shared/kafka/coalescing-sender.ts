@@ -1,13 +1,9 @@
 import { type Kafka, type Message, type Producer } from 'kafkajs';
+import { errorTypes, RecordTooLargeError } from '../failure-class.ts';
 import type { Logger } from '../logger.ts';
 import { JavaCompatiblePartitioner } from './partitioner.ts';
 
 export type TopicMessages = { topic: string; messages: Message[] }[];
-
-/** The broker refused a record for its size; no retry of the same bytes can succeed. */
-export class RecordTooLargeError extends Error {
-  override name = 'RecordTooLargeError';
-}
 
 interface Waiting {
   batch: TopicMessages;
@@ -41,16 +37,6 @@ export function messageBytes(m: Message): number {
   if (m.value) n += typeof m.value === 'string' ? Buffer.byteLength(m.value) : m.value.length;
   for (const [k, v] of Object.entries(m.headers ?? {})) n += k.length + (v ? String(v).length : 0) + 8;
   return n;
-}
-
-function errorTypes(err: unknown, out: string[] = [], depth = 0): string[] {
-  if (!err || typeof err !== 'object' || depth > 4) return out;
-  const e = err as { type?: unknown; cause?: unknown; errors?: unknown[]; originalError?: unknown };
-  if (typeof e.type === 'string') out.push(e.type);
-  errorTypes(e.cause, out, depth + 1);
-  errorTypes(e.originalError, out, depth + 1);
-  for (const inner of e.errors ?? []) errorTypes(inner, out, depth + 1);
-  return out;
 }
 
 /** True when the broker refused the request for the size of a record or batch. */

@@ -1,7 +1,8 @@
 import type { IHeaders, Message } from 'kafkajs';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
-import { RecordTooLargeError, type CoalescingSender } from './coalescing-sender.ts';
+import { RecordTooLargeError } from '../failure-class.ts';
+import type { CoalescingSender } from './coalescing-sender.ts';
 import type { PoisonReason } from './poison.ts';
 
 /** A record taken off its partition because it can never be processed. */

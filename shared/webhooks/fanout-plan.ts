@@ -30,6 +30,28 @@ export function selects(destination: Pick<DestinationRecord, 'events'>, eventNam
   return destination.events.length === 0 || destination.events.includes(eventName);
 }
 
+/** The first attempt, due at once, of a delivery of event `e` to `dest` with `body`. */
+export function firstAttempt(
+  dest: Pick<DestinationRecord, 'id' | 'tenant_id'>,
+  e: Pick<PlayerEventRecord, 'event_id' | 'event_name'>,
+  body: string,
+  now: number,
+  origin: 'event' | 'test',
+): DeliveryRecord {
+  return {
+    delivery_id: deliveryId(e.event_id, dest.id),
+    tenant_id: dest.tenant_id,
+    destination_id: dest.id,
+    event_id: e.event_id,
+    event_name: e.event_name,
+    body,
+    attempt: 1,
+    due_at: now,
+    created_at: now,
+    origin,
+  };
+}
+
 type PayloadSource = Pick<
   PlayerEventRecord,
   'tenant_id' | 'video_id' | 'session_id' | 'visitor_id' | 'event_name' | 'current_time' | 'duration' | 'watched_percentage' | 'utm_source' | 'utm_campaign' | 'ctwa_clid' | 'external_lead_id' | 'timestamp'

@@ -162,11 +162,16 @@ const ok200: Handler = (_req, res) => res.writeHead(200, { 'content-type': 'text
 describe('HttpsDeliveryClient against a local HTTPS server', () => {
   it('delivers with a 2xx when the CA is trusted through extraCaPem', async () => {
     const server = await startServer(ok200);
+    const started = performance.now();
     const result = await client().post(`https://127.0.0.1:${server.port}/hooks/in?x=1`, HEADERS, BODY);
+    const elapsed = performance.now() - started;
 
     expect(result).toMatchObject({ ok: true, status: 200, address: '127.0.0.1' });
     expect(result.errorClass).toBeUndefined();
-    expect(result.durationMs).toBeLessThan(TIMEOUT_MS);
+    // The duration is the call's own, however slow a loaded machine makes the
+    // first TLS handshake (a bound on the timeout flaked at 532 ms under CI load).
+    expect(result.durationMs).toBeGreaterThan(0);
+    expect(result.durationMs).toBeLessThanOrEqual(elapsed + 1);
     expect(server.received).toHaveLength(1);
     const got = server.received[0]!;
     expect(got.method).toBe('POST');
@@ -237,7 +242,7 @@ describe('HttpsDeliveryClient against a local HTTPS server', () => {
     const c = client({ drainTimeoutMs: 100 });
     const result = await c.post(`https://127.0.0.1:${server.port}/`, HEADERS, BODY);
     expect(result).toMatchObject({ ok: true, status: 200 });
-    expect(result.durationMs).toBeLessThan(TIMEOUT_MS);
+    expect(result.durationMs).toBeLessThan(3000); // answered before the body ends
     // The unfinished body does not pin a pooled connection: the drain bound
     // (100 ms) destroys it, well before the server would end the body (3 s).
     await vi.waitFor(() => expect(server.closed()).toBe(1), { timeout: 2000, interval: 20 });
