@@ -2,7 +2,7 @@ import { CursorError, cursorCodec } from '../cursor.ts';
 import { isUuid } from '../ids.ts';
 import { invalidField } from './errors.ts';
 
-/** A position in a list ordered by a number (a time) and then a UUID. */
+/** A position in a list ordered by an integer (milliseconds, a score) and then an id. */
 export interface Keyset {
   ts: number;
   id: string;
@@ -22,7 +22,7 @@ export function keysetPages(prefix: string, secret: string, isId: (id: string) =
       if (!cursor) return undefined;
       try {
         const [s, ts, id] = codec.decode(cursor);
-        if (JSON.stringify(s) !== JSON.stringify(scope) || typeof ts !== 'number' || typeof id !== 'string' || !isId(id)) {
+        if (JSON.stringify(s) !== JSON.stringify(scope) || typeof ts !== 'number' || !Number.isSafeInteger(ts) || typeof id !== 'string' || !isId(id)) {
           throw new CursorError('cursor does not belong to this list');
         }
         return { ts, id };
