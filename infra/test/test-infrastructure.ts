@@ -5,6 +5,7 @@
  */
 import type { StartedKafkaContainer } from '@testcontainers/kafka';
 import type { StartedNetwork } from 'testcontainers';
+import { withTimeout } from '../../shared/timeout.ts';
 import { KAFKA_VERSION, type LocalBroker, startLocalBroker } from '../kafka/local-broker.ts';
 
 /** What {@link provideTestInfrastructure} started or found. */
@@ -107,7 +108,7 @@ class NoContainerRuntime extends Error {}
 async function startContainers(): Promise<TestInfrastructure> {
   const testcontainers = await loadTestcontainers();
   try {
-    await withTimeout(testcontainers.getContainerRuntimeClient(), CONTAINER_RUNTIME_PROBE_TIMEOUT_MS, 'probing the container runtime');
+    await withinTime(testcontainers.getContainerRuntimeClient(), CONTAINER_RUNTIME_PROBE_TIMEOUT_MS, 'probing the container runtime');
   } catch (err) {
     throw new NoContainerRuntime(errorText(err), { cause: err });
   }
@@ -121,7 +122,7 @@ async function startContainers(): Promise<TestInfrastructure> {
   const starts: Promise<{ stop(): Promise<unknown> }>[] = [kafkaStart, ...(clickhouseStart ? [clickhouseStart] : [])];
 
   try {
-    const [kafka, clickhouse] = await withTimeout(
+    const [kafka, clickhouse] = await withinTime(
       Promise.all([kafkaStart, clickhouseStart]),
       CONTAINER_START_TIMEOUT_MS,
       `pulling and starting ${kafkaImageName()}${embeddedClickHouse ? '' : ` and ${clickhouseImage}`}`,
@@ -247,17 +248,9 @@ async function assertBrokerAnswers(brokers: string[]): Promise<void> {
   }
 }
 
-async function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`timed out after ${Math.round(ms / 1000)} s ${what}`)), ms);
-    timer.unref();
-  });
-  try {
-    return await Promise.race([promise, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
+/** shared/timeout.ts's bound, its message saying what took too long. */
+function withinTime<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  return withTimeout(promise, ms, `timed out after ${Math.round(ms / 1000)} s ${what}`);
 }
 
 function errorText(err: unknown): string {
