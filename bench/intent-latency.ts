@@ -23,6 +23,7 @@ import { topicNames } from '../shared/kafka/topics.ts';
 import { startHttpsReceiver } from '../test/helpers/https-receiver.ts';
 import { metricSum } from '../test/helpers/prometheus-text.ts';
 import { setupTenant, sleep } from './context.ts';
+import { CpuMeter, fmtCores } from './cpu.ts';
 import { benchBrokers, runBench, startBenchRun } from './harness.ts';
 import { HttpClient } from './http-client.ts';
 import { fmtInt, fmtMs, median, quantile, table } from './stats.ts';
@@ -65,7 +66,7 @@ async function main(): Promise<void> {
     out(`machine     ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'unknown CPU'}, load avg ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} at start`);
     out(`stack       ${SPLIT ? 'SERVICES=derived in one process, every other service in another' : 'every service in one process'}`);
     out(`load        ${fmtInt(RATE)} events/s in requests of ${BATCH} (ordinary viewing), one crossing click every ${CROSS_EVERY_MS} ms; ${ROUNDS} rounds of ${ROUND_MS / 1000} s after a warm-up round`);
-    const { brokers } = await benchBrokers(run, process.env.KAFKA_BROKERS?.trim(), 12, progress);
+    const { brokers, brokerPid } = await benchBrokers(run, process.env.KAFKA_BROKERS?.trim(), 12, progress);
     const rx = await startHttpsReceiver();
     run.cleanups.push(() => rx.close());
     const adminToken = `adm_${randomBytes(16).toString('hex')}`;
@@ -90,10 +91,12 @@ async function main(): Promise<void> {
     const worker = await StackWorker.start({ name: 'intent', logDir: run.tmp, env: stackEnv('intent', SPLIT ? 'ingest,projector,api,admin,fanout' : undefined) });
     run.cleanups.push(() => worker.stop());
     let derivedUrl = worker.ready.url;
+    let derivedPid: number | undefined;
     if (SPLIT) {
       const derived = await StackWorker.start({ name: 'intent-derived', logDir: run.tmp, env: stackEnv('intent-derived', 'derived') });
       run.cleanups.push(() => derived.stop());
       derivedUrl = derived.ready.url;
+      derivedPid = derived.pid;
     }
     const client = new HttpClient(worker.ready.url, 64);
     run.cleanups.push(async () => client.close());
@@ -212,8 +215,12 @@ async function main(): Promise<void> {
     run.cleanups.push(async () => derivedMetrics.close());
     const txSteps = async () => (await derivedMetrics.request('GET', '/metrics')).body;
     const txBefore = await txSteps();
+    // Where the machine's cores go while the rounds run (a p99 in seconds is a queue for the CPU).
+    const meter = new CpuMeter(SPLIT ? { bench: process.pid, 'stack without derived': worker.pid, derived: derivedPid, broker: brokerPid } : { bench: process.pid, stack: worker.pid, broker: brokerPid });
+    meter.start();
     const rounds: Round[] = [];
     for (let r = 1; r <= ROUNDS; r++) rounds.push(await measure(`round${r}`));
+    const cores = meter.stop();
     const txAfter = await txSteps();
     out();
     out(
@@ -228,10 +235,11 @@ async function main(): Promise<void> {
       const n = of(txAfter, 'count') - of(txBefore, 'count');
       return { n, ms: (1000 * (of(txAfter, 'sum') - of(txBefore, 'sum'))) / Math.max(1, n) };
     };
-    for (const stage of ['repartition', 'intent']) {
+    for (const stage of ['intent']) {
       const steps = (['send', 'offsets', 'commit'] as const).map((step) => [step, txMean(stage, step)] as const);
       out(`${stage} transactions over the rounds: ${fmtInt(steps[0]![1].n)}, mean ${steps.map(([step, x]) => `${step} ${fmtMs(x.ms)}`).join(', ')}`);
     }
+    out(`cores used over the rounds: ${fmtCores(cores)}; all ${Object.values(cores).reduce((a, b) => a + b, 0).toFixed(2)} of ${os.cpus().length}`);
     out(`202 → high_intent_lead delivered (median of rounds)   p50 ${fmtMs(median(rounds.map((r) => r.p50)))}, p99 ${fmtMs(median(rounds.map((r) => r.p99)))}  (goal p99 ≤ 500 ms)`);
     out(`load avg    ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} (at the end); duration ${((performance.now() - T0) / 1000).toFixed(0)} s`);
   } finally {

@@ -130,12 +130,12 @@ export function createMetrics() {
     }),
     derivedRecords: counter({
       name: 'derived_records_total',
-      help: 'Records the derived-events service committed, by stage (repartition, intent)',
+      help: 'Records the derived-events service handled, by stage (repartition: copied by visitor; intent: committed)',
       labelNames: ['stage'] as const,
     }),
     derivedTransactionSteps: histogram({
       name: 'derived_transaction_step_seconds',
-      help: 'Steps of the derived-events stages\' transactions, one per fetched batch of a partition, by stage (repartition, intent) and step (send: outputs, partitions added first; offsets: the input offset added; commit)',
+      help: 'Steps of the derived-events intent stage\'s transactions, one per fetched batch of a partition, by stage (intent) and step (send: outputs, partitions added first; offsets: the input offset added; commit)',
       labelNames: ['stage', 'step'] as const,
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
     }),

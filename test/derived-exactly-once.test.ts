@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -113,6 +113,22 @@ describe('derived events exactly once: three brokers, separate processes, kill -
     return out;
   };
 
+  /**
+   * Each visitor's score inputs as the intent stage's changelog last holds
+   * them: an event counted twice (a by-visitor copy written again after a
+   * kill) or never shows as a sum other than what was sent.
+   */
+  const inputsByVisitor = async (): Promise<Map<string, { play_ms: number; focus_ms: number; cta_clicks: number }>> => {
+    const out = new Map<string, { play_ms: number; focus_ms: number; cta_clicks: number }>();
+    for (const r of await readTopicToEnd(kafka, admin, topics.derivedState, 60_000)) {
+      const key = r.key?.toString('utf8') ?? '';
+      if (!key.startsWith('v:')) continue;
+      if (r.value) out.set(key.slice(key.lastIndexOf(':') + 1), JSON.parse(r.value.toString('utf8')).inputs);
+      else out.delete(key.slice(key.lastIndexOf(':') + 1));
+    }
+    return out;
+  };
+
   /** Resolves once both derived-events groups have committed to the end of their input. */
   const derivedIdle = async (timeoutMs: number) => {
     const groups = { [`${prefix}derived-repartition`]: [topics.playerEvents], [`${prefix}derived-intent`]: [topics.derivedByVisitor] };
@@ -143,6 +159,7 @@ describe('derived events exactly once: three brokers, separate processes, kill -
 
       // Each visitor: watched 100 % (40) and focused play (20), then a CTA
       // click (+12.5 → 73 ≥ 70) in a later round, so crossings go on throughout.
+      // Each event has its id, so a request sent again is the same events.
       const visitorsPerRound = VISITORS / ROUNDS;
       const faults = (async () => {
         await sleep(4000);
@@ -169,13 +186,16 @@ describe('derived events exactly once: three brokers, separate processes, kill -
           for (let i = 0; i < visitorsPerRound; i++) {
             const v = round * visitorsPerRound + i;
             const base = { video_id: video.id, visitor_id: `vis_${v}`, session_id: `ses_${v}`, duration: 120 };
-            events.push({ ...base, event_name: 'watched_90_percent', watched_percentage: 100, current_time: 110 }, { ...base, event_name: 'heartbeat', play_ms: 4000, focus_ms: 4000, current_time: 110, watched_percentage: 100 });
+            events.push(
+              { ...base, event_id: randomUUID(), event_name: 'watched_90_percent', watched_percentage: 100, current_time: 110 },
+              { ...base, event_id: randomUUID(), event_name: 'heartbeat', play_ms: 4000, focus_ms: 4000, current_time: 110, watched_percentage: 100 },
+            );
           }
         }
         if (round > 0) {
           for (let i = 0; i < visitorsPerRound; i++) {
             const v = (round - 1) * visitorsPerRound + i;
-            events.push({ video_id: video.id, visitor_id: `vis_${v}`, session_id: `ses_${v}`, event_name: 'cta_clicked', current_time: 112, watched_percentage: 100, duration: 120 });
+            events.push({ video_id: video.id, visitor_id: `vis_${v}`, session_id: `ses_${v}`, event_id: randomUUID(), event_name: 'cta_clicked', current_time: 112, watched_percentage: 100, duration: 120 });
           }
         }
         await collect(events);
@@ -193,6 +213,10 @@ describe('derived events exactly once: three brokers, separate processes, kill -
       expect(repeated, `visitors with more than one high_intent_lead: ${repeated.length}`).toEqual([]);
       const manyIds = [...idsByVisitor].filter(([, ids]) => ids.size !== 1);
       expect(manyIds).toEqual([]);
+      const counted = await inputsByVisitor();
+      expect(counted.size).toBe(VISITORS);
+      const miscounted = [...counted].filter(([, i]) => i.play_ms !== 4000 || i.focus_ms !== 4000 || i.cta_clicks !== 1);
+      expect(miscounted.slice(0, 5), `visitors whose events were not each counted once: ${miscounted.length}`).toEqual([]);
 
       // Replay: the derived-events service re-reads the whole log from the start.
       await derived.stop();
@@ -209,6 +233,7 @@ describe('derived events exactly once: three brokers, separate processes, kill -
       expect(replayed.size).toBe(VISITORS);
       expect(idsByVisitor.size).toBe(VISITORS);
       expect([...idsByVisitor].filter(([, ids]) => ids.size !== 1)).toEqual([]);
+      expect([...(await inputsByVisitor())].filter(([, i]) => i.play_ms !== 4000 || i.focus_ms !== 4000 || i.cta_clicks !== 1)).toEqual([]);
     },
     900_000,
   );

@@ -4,12 +4,14 @@ import { PlayerEventRecord, playerEventViolation } from '../../schemas/records.t
 import type { SchemaRegistry } from '../../schemas/registry.ts';
 import type { ConfigStore } from '../../shared/config-store/config-store.ts';
 import { Changelog } from '../../shared/kafka/changelog.ts';
+import { CoalescingSender } from '../../shared/kafka/coalescing-sender.ts';
 import type { DeadLetterSink } from '../../shared/kafka/dead-letters.ts';
 import { playerEventKey } from '../../shared/kafka/event-keys.ts';
+import { GroupConsumer } from '../../shared/kafka/group-consumer.ts';
 import { groupProblems } from '../../shared/kafka/group-member.ts';
 import { fieldsDecoder, recordDecoder, type Decoded } from '../../shared/kafka/poison.ts';
 import type { Topics } from '../../shared/kafka/topics.ts';
-import { TransactionalStage, type StageOutput, type TransactionSteps } from '../../shared/kafka/transactional-stage.ts';
+import { MAX_SEND_BYTES, sendRequests, TransactionalStage, type StageOutput, type TransactionSteps } from '../../shared/kafka/transactional-stage.ts';
 import type { Logger } from '../../shared/logger.ts';
 import type { Metrics } from '../../shared/metrics.ts';
 import { applyEvent, applyTick, emptyState, type IntentSettings, type PartitionState, type RuleOptions, type SessionState, type Step, type VisitorState, sessionKey } from './intent-rules.ts';
@@ -65,13 +67,14 @@ export interface DerivedService {
  * The derived-events service: reads player.events.v1 and raises the events
  * of spec 6.1 that no player sends (high_intent_lead, reached_pitch,
  * abandoned_before_pitch, abandoned_after_offer) onto the same topic, where
- * the fan-out and the projector take them like any other. Two stages, each
- * exactly once (shared/kafka/transactional-stage.ts):
+ * the fan-out and the projector take them like any other. Two stages:
  *
  * 1. repartition: player events, keyed by session, are copied keyed by
- *    visitor onto derived.by-visitor.v1, with where each was read;
- * 2. intent: per partition of that log, the visitors' and sessions' state
- *    (services/derived/intent-rules.ts), kept in the compacted
+ *    visitor onto derived.by-visitor.v1, with where each was read, at least
+ *    once (a copy written twice is counted once by the intent stage);
+ * 2. intent: per partition of that log, exactly once
+ *    (shared/kafka/transactional-stage.ts): the visitors' and sessions'
+ *    state (services/derived/intent-rules.ts), kept in the compacted
  *    derived.state.v1 and restored from it (the projector also builds the
  *    visitor read model from its visitor records); each batch's derived
  *    events, state changes and input offset commit in one transaction.
@@ -105,39 +108,43 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
     maxVisitorsPerTenant: Math.ceil(deps.maxVisitorsPerTenant / partitions),
     maxSessionsPerTenant: Math.ceil(deps.maxSessionsPerTenant / partitions),
   };
-  const committed = (stage: 'repartition' | 'intent', records: number, steps: TransactionSteps) => {
-    metrics.derivedRecords.inc({ stage }, records);
-    for (const step of ['send', 'offsets', 'commit'] as const) metrics.derivedTransactionSteps.observe({ stage, step }, steps[step]);
-  };
-  const member = { kafka, log, metrics, deadLetters: deps.deadLetters, stallMs: deps.stallMs, sessionTimeoutMs: deps.sessionTimeoutMs, admin };
+  const member = { kafka, log, metrics, deadLetters: deps.deadLetters, stallMs: deps.stallMs, sessionTimeoutMs: deps.sessionTimeoutMs };
 
   // The repartition only routes: it reads the three fields it needs and
   // copies the bytes. What it cannot route (not Avro of a known schema,
   // bytes Avro cannot walk) it dead-letters; an event it can route but that
   // breaks the record's rules is the intent stage's to dead-letter, which
   // decodes every event whole (a record judged twice cost most of this stage).
-  const repartition = new TransactionalStage<Route>({
+  // It copies at least once, not in transactions: a copy written again
+  // (after a crash or a rebalance) carries the source partition and offset
+  // of the first, which the intent stage's state has counted
+  // (intent-rules.ts, applyEvent), so nothing downstream happens twice; and
+  // its read_committed reader no longer waits on twelve producers' open
+  // transactions per partition.
+  const copies = new CoalescingSender({ kafka, log, name: 'derived.by-visitor' });
+  await copies.connect();
+  const repartition = new GroupConsumer<Route>({
     ...member,
     groupId: `${deps.groupPrefix}derived-repartition`,
-    transactionalIdPrefix: `${deps.groupPrefix}derived-repartition`,
     topics: [topics.playerEvents],
     decode: fieldsDecoder<Route>(registry, 'player-event', ['tenant_id', 'visitor_id', 'source']),
-    restore: async () => undefined,
-    process: (partition, records) => {
-      const out: StageOutput[] = [];
-      for (const { record, message } of records) {
-        if (record.kind !== 'value' || record.value.source === 'derived') continue;
-        const e = record.value;
-        out.push({
-          topic: topics.derivedByVisitor,
-          key: `${e.tenant_id}:${e.visitor_id}`,
-          value: message.value,
-          headers: { [SRC]: `${partition}:${message.offset}` },
-        });
-      }
-      return out;
+    batches: {
+      flushMs: 0,
+      maxMessages: 5000,
+      handle: async (items) => {
+        const out: StageOutput[] = [];
+        for (const { record, message, partition } of items) {
+          if (record.kind !== 'value' || record.value.source === 'derived') continue;
+          const e = record.value;
+          out.push({ topic: topics.derivedByVisitor, key: `${e.tenant_id}:${e.visitor_id}`, value: message.value, headers: { [SRC]: `${partition}:${message.offset}` } });
+        }
+        // One request after another: were a later copy to land while an
+        // earlier one of its source partition failed, the intent stage would
+        // take the earlier, read again, for one it has counted.
+        for (const topicMessages of sendRequests(out, MAX_SEND_BYTES)) await copies.send(topicMessages);
+        metrics.derivedRecords.inc({ stage: 'repartition' }, items.length);
+      },
     },
-    onCommitted: (_p, n, _o, steps) => committed('repartition', n, steps),
   });
 
   const changelog = new Changelog({ kafka, admin, topic: topics.derivedState, log, metrics, deadLetters: deps.deadLetters, stallMs: deps.stallMs });
@@ -154,6 +161,7 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
   };
   const intent = new TransactionalStage<ByVisitor>({
     ...member,
+    admin,
     groupId: `${deps.groupPrefix}derived-intent`,
     transactionalIdPrefix: `${deps.groupPrefix}derived-intent`,
     topics: [topics.derivedByVisitor],
@@ -198,7 +206,10 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
       stateSize();
       return out;
     },
-    onCommitted: (_p, n, _o, steps) => committed('intent', n, steps),
+    onCommitted: (_p, n, _o, steps: TransactionSteps) => {
+      metrics.derivedRecords.inc({ stage: 'intent' }, n);
+      for (const step of ['send', 'offsets', 'commit'] as const) metrics.derivedTransactionSteps.observe({ stage: 'intent', step }, steps[step]);
+    },
   });
 
   const ticks: Producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
@@ -225,6 +236,7 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
       await repartition.stop();
       await intent.stop();
       await changelog.stop();
+      await copies.close();
       await ticks.disconnect();
     },
   };
