@@ -236,7 +236,7 @@ async function main(): Promise<void> {
       return { n, ms: (1000 * (of(txAfter, 'sum') - of(txBefore, 'sum'))) / Math.max(1, n) };
     };
     for (const stage of ['intent']) {
-      const steps = (['offsets', 'send', 'commit'] as const).map((step) => [step, txMean(stage, step)] as const);
+      const steps = (['send', 'offsets', 'commit'] as const).map((step) => [step, txMean(stage, step)] as const);
       out(`${stage} transactions over the rounds: ${fmtInt(steps[0]![1].n)}, mean ${steps.map(([step, x]) => `${step} ${fmtMs(x.ms)}`).join(', ')}`);
     }
     out(`cores used over the rounds: ${fmtCores(cores)}; all ${Object.values(cores).reduce((a, b) => a + b, 0).toFixed(2)} of ${os.cpus().length}`);

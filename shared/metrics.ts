@@ -135,7 +135,7 @@ export function createMetrics() {
     }),
     derivedTransactionSteps: histogram({
       name: 'derived_transaction_step_seconds',
-      help: 'Steps of the derived-events intent stage\'s transactions, one per fetched batch of a partition, by stage (intent) and step in their order (offsets: the input offset added; send: outputs, partitions added first; commit)',
+      help: 'Steps of the derived-events intent stage\'s transactions, one per fetched batch of a partition, by stage (intent) and step (send: outputs, partitions added first; offsets: the input offset added; commit)',
       labelNames: ['stage', 'step'] as const,
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
     }),

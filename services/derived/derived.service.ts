@@ -197,12 +197,9 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
         const r = record.value;
         take(r.kind === 'tick' ? applyTick(state, r.at, rules) : applyEvent(state, r.event, r.srcPartition, r.srcOffset, rules));
       }
-      // The state first, the derived events last: every reader of
-      // player.events waits while this transaction is open on its partitions.
-      const out: StageOutput[] = [];
+      const out: StageOutput[] = events.map((e) => ({ topic: topics.playerEvents, key: playerEventKey(e.tenant_id, e.session_id), value: registry.encode('player-event', e) }));
       for (const [key, value] of changed) out.push({ topic: topics.derivedState, partition, key, value: value === null ? null : Buffer.from(JSON.stringify(value)) });
       out.push({ topic: topics.derivedState, partition, key: STREAM_TIME_KEY, value: Buffer.from(JSON.stringify(state.streamTime)) });
-      for (const e of events) out.push({ topic: topics.playerEvents, key: playerEventKey(e.tenant_id, e.session_id), value: registry.encode('player-event', e) });
       for (const e of events) metrics.derivedEvents.inc({ event: e.event_name });
       if (evicted.visitors > 0) metrics.derivedStateEvicted.inc({ kind: 'visitor' }, evicted.visitors);
       if (evicted.sessions > 0) metrics.derivedStateEvicted.inc({ kind: 'session' }, evicted.sessions);
@@ -211,7 +208,7 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
     },
     onCommitted: (_p, n, _o, steps: TransactionSteps) => {
       metrics.derivedRecords.inc({ stage: 'intent' }, n);
-      for (const step of ['offsets', 'send', 'commit'] as const) metrics.derivedTransactionSteps.observe({ stage: 'intent', step }, steps[step]);
+      for (const step of ['send', 'offsets', 'commit'] as const) metrics.derivedTransactionSteps.observe({ stage: 'intent', step }, steps[step]);
     },
   });
 

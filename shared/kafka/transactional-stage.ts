@@ -37,16 +37,15 @@ export interface TransactionalStageOptions<T> extends GroupMemberOptions<T> {
   behindRefusals?: number;
   /**
    * What one fetched batch of a partition (in offset order, poison left out)
-   * writes, in the order it is sent: records other stages or services wait
-   * for go last. It may keep state: a failed transaction restores the
-   * partition before it reads again.
+   * writes. It may keep state: a failed transaction restores the partition
+   * before it reads again.
    */
   process: (partition: number, records: { record: Decoded<T>; message: KafkaMessage }[]) => StageOutput[];
   /** After a batch's transaction committed, with the seconds each step of it took. */
   onCommitted?: (partition: number, records: number, outputs: number, steps: TransactionSteps) => void;
 }
 
-/** Seconds of a batch's transaction: its input offset added, its outputs sent (partitions added first), its commit. */
+/** Seconds of a batch's transaction: its outputs sent (partitions added first), its input offset added, its commit. */
 export interface TransactionSteps {
   send: number;
   offsets: number;
@@ -192,18 +191,14 @@ export class TransactionalStage<T> {
     const tx = await owned.producer.transaction();
     try {
       outputs = this.#opts.process(partition, records);
-      if (this.#opts.checkpoint) outputs.unshift(this.#opts.checkpoint(partition, next));
-      // The offset first and the outputs in the order given, so that the
-      // last ones (what readers wait for) hold their partitions open only
-      // for a produce and the commit: a read_committed reader of a
-      // partition reads nothing past a transaction open on it.
+      if (this.#opts.checkpoint) outputs.push(this.#opts.checkpoint(partition, next));
       const t0 = performance.now();
-      await tx.sendOffsets({ consumerGroupId: this.groupId, topics: [{ topic, partitions: [{ partition, offset: next }] }] });
-      const t1 = performance.now();
       for (const topicMessages of sendRequests(outputs, MAX_SEND_BYTES)) await tx.sendBatch({ topicMessages });
+      const t1 = performance.now();
+      await tx.sendOffsets({ consumerGroupId: this.groupId, topics: [{ topic, partitions: [{ partition, offset: next }] }] });
       const t2 = performance.now();
       await tx.commit();
-      steps = { offsets: (t1 - t0) / 1000, send: (t2 - t1) / 1000, commit: (performance.now() - t2) / 1000 };
+      steps = { send: (t1 - t0) / 1000, offsets: (t2 - t1) / 1000, commit: (performance.now() - t2) / 1000 };
     } catch (err) {
       await tx.abort().catch(() => undefined);
       // The state moved past what was committed: take the partition on
