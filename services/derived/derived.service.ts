@@ -11,7 +11,7 @@ import { GroupConsumer } from '../../shared/kafka/group-consumer.ts';
 import { groupProblems } from '../../shared/kafka/group-member.ts';
 import { fieldsDecoder, recordDecoder, type Decoded } from '../../shared/kafka/poison.ts';
 import type { Topics } from '../../shared/kafka/topics.ts';
-import { MAX_SEND_BYTES, sendRequests, TransactionalStage, type StageOutput, type TransactionSteps } from '../../shared/kafka/transactional-stage.ts';
+import { MAX_SEND_BYTES, sendRequests, TransactionalStage, type StageOutput } from '../../shared/kafka/transactional-stage.ts';
 import type { Logger } from '../../shared/logger.ts';
 import type { Metrics } from '../../shared/metrics.ts';
 import { applyEvent, applyTick, emptyState, type IntentSettings, type PartitionState, type RuleOptions, type SessionState, type Step, type VisitorState, sessionKey } from './intent-rules.ts';
@@ -206,7 +206,7 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
       stateSize();
       return out;
     },
-    onCommitted: (_p, n, _o, steps: TransactionSteps) => {
+    onCommitted: (_p, n, _o, steps) => {
       metrics.derivedRecords.inc({ stage: 'intent' }, n);
       for (const step of ['send', 'offsets', 'commit'] as const) metrics.derivedTransactionSteps.observe({ stage: 'intent', step }, steps[step]);
     },
