@@ -52,6 +52,7 @@ const STAGES: [string, (url: string, fn: string) => boolean][] = [
   ['crypto (HMAC signatures, secret box)', (u) => /node:crypto|node:internal\/crypto|shared\/secrets|shared\/webhooks\/signing/.test(u)],
   ['TLS (node:tls, node:https)', (u) => /node:tls|node:_tls|node:https|node:internal\/tls/.test(u)],
   ['fan-out (plan, lanes, HTTPS delivery)', (u) => /services\/fanout|shared\/webhooks/.test(u)],
+  ['derived-events rules and stages', (u) => /services\/derived/.test(u)],
   ['Kafka client (kafkajs, producers, consumers)', (u) => /node_modules\/kafkajs|group-commit-producer|shared\/kafka/.test(u)],
   ['parse (JSON, fastify content parser)', (u, f) => /content-type-parser|secure-json-parse/.test(u) || f === 'parse'],
   ['HTTP (node:http, fastify routing, reply)', (u) => /node:_http|node:http|node_modules\/(fastify|find-my-way|light-my-request|@fastify)|node:net|node:stream|node:internal\/streams|shared\/http/.test(u)],

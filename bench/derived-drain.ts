@@ -5,6 +5,7 @@ import { sleep, type BenchContext } from './context.ts';
 import { cpuSeconds } from './cpu.ts';
 import { freshTopics, preloadEvents } from './preload.ts';
 import { median } from './stats.ts';
+import { summarizeProfile, type CpuProfile, type ProfileSummary } from './cpu-profile.ts';
 import { groupLags } from '../test/helpers/kafka-inspect.ts';
 
 export interface DerivedDrainRound {
@@ -32,6 +33,8 @@ export interface DerivedDrainResult {
   /** Medians over the rounds of the service process's CPU per event (µs). */
   derivedCpuUsMedian: number;
   projectorCpuUsMedian: number;
+  /** BENCH_DERIVED_PROFILE=1: where the derived-events process's CPU went in the last round (V8 profiler on while draining). */
+  profile?: { summary: ProfileSummary; events: number };
 }
 
 /** CPU seconds of the worker and the broker so far; answers a function that gives µs per event since. */
@@ -74,12 +77,14 @@ async function timeDrain(admin: Admin, watch: [string, string][], events: number
 
 /**
  * The derived-events service draining a backlog of `events` player events
- * (through both of its stages, each exactly once), then the projector
- * draining the same backlog, one after the other in each round.
+ * (through both of its stages), and the projector draining the same
+ * backlog, one after the other in each round (derived-events first in odd
+ * rounds, the projector first in even ones).
  */
-export async function benchDerivedDrain(ctx: BenchContext, opts: { events: number; rounds: number; timeoutMs: number }): Promise<DerivedDrainResult> {
+export async function benchDerivedDrain(ctx: BenchContext, opts: { events: number; rounds: number; timeoutMs: number; profile?: boolean }): Promise<DerivedDrainResult> {
   const registry = SchemaRegistry.fromManifest();
   const rounds: DerivedDrainRound[] = [];
+  let profile: DerivedDrainResult['profile'];
   const admin = ctx.kafka.admin();
   await admin.connect();
   try {
@@ -90,37 +95,48 @@ export async function benchDerivedDrain(ctx: BenchContext, opts: { events: numbe
       ctx.progress(`${name}: pre-loading ${opts.events} events`);
       await preloadEvents(ctx, registry, topics.playerEvents, opts.events);
 
-      ctx.progress(`${name}: the derived-events service`);
-      const { worker: derived } = await ctx.startWorker(name, 'derived');
-      let derivedPerSec: number;
-      let derivedCpuUs: { service: number; broker: number };
-      try {
-        const cpu = cpuPerEvent({ service: derived.pid, broker: ctx.brokerPid }, opts.events);
-        derivedPerSec = await timeDrain(
-          admin,
-          [
-            [`${prefix}derived-repartition`, topics.playerEvents],
-            [`${prefix}derived-intent`, topics.derivedByVisitor],
-          ],
-          opts.events,
-          opts.timeoutMs,
-        );
-        derivedCpuUs = cpu();
-      } finally {
-        await derived.stop();
-      }
-
-      ctx.progress(`${name}: the projector on the same backlog`);
-      const { worker: projector } = await ctx.startWorker(`${name}-projector`, 'projector', { KAFKA_TOPIC_PREFIX: prefix });
-      let projectorPerSec: number;
-      let projectorCpuUs: { service: number; broker: number };
-      try {
-        const cpu = cpuPerEvent({ service: projector.pid, broker: ctx.brokerPid }, opts.events);
-        projectorPerSec = await timeDrain(admin, [[`${prefix}projector`, topics.playerEvents]], opts.events, opts.timeoutMs);
-        projectorCpuUs = cpu();
-      } finally {
-        await projector.stop();
-      }
+      // The order alternates by round: a freshly started broker spends its
+      // first minutes compiling (the JVM's JIT), which would weigh on
+      // whichever drain always ran first.
+      let derivedPerSec = Number.NaN;
+      let derivedCpuUs = { service: Number.NaN, broker: Number.NaN };
+      let projectorPerSec = Number.NaN;
+      let projectorCpuUs = { service: Number.NaN, broker: Number.NaN };
+      const drainDerived = async () => {
+        ctx.progress(`${name}: the derived-events service`);
+        const { worker: derived } = await ctx.startWorker(name, 'derived');
+        // The profiler costs throughput: only the last round is profiled, and its rate is reported like the others'.
+        const profiled = opts.profile === true && r === opts.rounds - 1;
+        try {
+          if (profiled) await derived.rpc({ op: 'profileStart' });
+          const cpu = cpuPerEvent({ service: derived.pid, broker: ctx.brokerPid }, opts.events);
+          derivedPerSec = await timeDrain(
+            admin,
+            [
+              [`${prefix}derived-repartition`, topics.playerEvents],
+              [`${prefix}derived-intent`, topics.derivedByVisitor],
+            ],
+            opts.events,
+            opts.timeoutMs,
+          );
+          derivedCpuUs = cpu();
+          if (profiled) profile = { summary: summarizeProfile(await derived.rpc<CpuProfile>({ op: 'profileStop' }, 300_000), 25), events: opts.events };
+        } finally {
+          await derived.stop();
+        }
+      };
+      const drainProjector = async () => {
+        ctx.progress(`${name}: the projector on the same backlog`);
+        const { worker: projector } = await ctx.startWorker(`${name}-projector`, 'projector', { KAFKA_TOPIC_PREFIX: prefix });
+        try {
+          const cpu = cpuPerEvent({ service: projector.pid, broker: ctx.brokerPid }, opts.events);
+          projectorPerSec = await timeDrain(admin, [[`${prefix}projector`, topics.playerEvents]], opts.events, opts.timeoutMs);
+          projectorCpuUs = cpu();
+        } finally {
+          await projector.stop();
+        }
+      };
+      for (const drain of r % 2 === 0 ? [drainDerived, drainProjector] : [drainProjector, drainDerived]) await drain();
       const round = { events: opts.events, derivedPerSec, projectorPerSec, ratio: derivedPerSec / projectorPerSec, derivedCpuUs, projectorCpuUs };
       rounds.push(round);
       ctx.progress(
@@ -138,5 +154,6 @@ export async function benchDerivedDrain(ctx: BenchContext, opts: { events: numbe
     ratioMedian: median(rounds.map((r) => r.ratio)),
     derivedCpuUsMedian: median(rounds.map((r) => r.derivedCpuUs.service)),
     projectorCpuUsMedian: median(rounds.map((r) => r.projectorCpuUs.service)),
+    profile,
   };
 }

@@ -38,6 +38,7 @@ const CROSS_EVERY_MS = 100;
 const SPLIT = process.env.BENCH_INTENT_SPLIT === '1';
 /** The key of a crossing visitor's record: `<tenant>:ses_<round>_<i>` or `<tenant>:vis_<round>_<i>` (ordinary viewing is `ses_v…`). */
 const CROSSING_KEY = /:(ses|vis)_(round|warmup)/;
+const CROSSING_VISITOR = [Buffer.from('vis_round'), Buffer.from('vis_warmup')];
 
 const T0 = performance.now();
 const progress = (msg: string) => process.stderr.write(`[bench:intent +${((performance.now() - T0) / 1000).toFixed(0).padStart(3)} s] ${msg}\n`);
@@ -118,13 +119,20 @@ async function main(): Promise<void> {
         const now = performance.now();
         for (const m of batch.messages) {
           // Only the crossing visitors' records are decoded (keyed by their
-          // session on the event log, by visitor on the by-visitor log): the
-          // watcher's own CPU must not weigh on the stack it measures.
-          if (!m.value || !CROSSING_KEY.test(m.key?.toString('latin1') ?? '')) continue;
-          const e = registry.decode<PlayerEventRecord>('player-event', m.value);
-          if (!e.visitor_id.startsWith('vis_round') && !e.visitor_id.startsWith('vis_warmup')) continue;
-          const hop = batch.topic === topics.derivedByVisitor ? (e.event_name === 'cta_clicked' ? seen.copy : undefined) : e.event_name === 'cta_clicked' ? seen.click : e.event_name === 'high_intent_lead' ? seen.lead : undefined;
-          if (hop && !hop.has(e.visitor_id)) hop.set(e.visitor_id, now);
+          // session on the event log; on the by-visitor log, packed copies
+          // that hold one): the watcher's own CPU must not weigh on the
+          // stack it measures.
+          if (!m.value) continue;
+          const copies = batch.topic === topics.derivedByVisitor;
+          if (copies ? !CROSSING_VISITOR.some((v) => m.value!.includes(v)) : !CROSSING_KEY.test(m.key?.toString('latin1') ?? '')) continue;
+          const events = copies
+            ? registry.decode<{ copies: { event: Buffer }[] }>('visitor-copies', m.value).copies.map((c) => registry.decode<PlayerEventRecord>('player-event', c.event))
+            : [registry.decode<PlayerEventRecord>('player-event', m.value)];
+          for (const e of events) {
+            if (!e.visitor_id.startsWith('vis_round') && !e.visitor_id.startsWith('vis_warmup')) continue;
+            const hop = copies ? (e.event_name === 'cta_clicked' ? seen.copy : undefined) : e.event_name === 'cta_clicked' ? seen.click : e.event_name === 'high_intent_lead' ? seen.lead : undefined;
+            if (hop && !hop.has(e.visitor_id)) hop.set(e.visitor_id, now);
+          }
         }
       },
     });

@@ -19,6 +19,7 @@
  *      stages, and the projector over the same backlog, each round in turn
  *
  * BENCH_QUICK=1 shrinks every phase (for checking the harness, not for figures).
+ * BENCH_DERIVED_PROFILE=1 profiles the derived-events process in the last drain round.
  * BENCH_PHASES=intake, projector, fanout, derived, freshness or reads runs that phase alone.
  * BENCH_PHASES=reads-concurrency runs only that phase (bench/reads-concurrency.ts, not in the
  * default run): each read at 1/4/16/64 connections with the read cache off and on, beside the
@@ -379,7 +380,7 @@ async function main(): Promise<void> {
     }
     const derivedDrain = () => {
       loads.derived = os.loadavg()[0]!;
-      return benchDerivedDrain(ctx, { events: PLAN.derivedDrainEvents, rounds: PLAN.derivedDrainRounds, timeoutMs: 300_000 });
+      return benchDerivedDrain(ctx, { events: PLAN.derivedDrainEvents, rounds: PLAN.derivedDrainRounds, timeoutMs: 300_000, profile: process.env.BENCH_DERIVED_PROFILE === '1' });
     };
     if (ONLY_DERIVED) {
       reportDerivedDrain(await derivedDrain());
@@ -531,7 +532,7 @@ function reportFanoutDrain(drain: FanoutDrainResult): void {
 function reportDerivedDrain(d: DerivedDrainResult): void {
   out('## 6. Derived events draining a backlog, beside the projector on the same backlog');
   out(loadNote('derived'));
-  out(`${fmtInt(d.rounds[0]?.events ?? 0)} events pre-loaded per round, ${d.rounds.length} rounds (fresh topics each): SERVICES=derived until both its groups have committed to the end (repartition, then intent, each exactly once), then SERVICES=projector over the same topic`);
+  out(`${fmtInt(d.rounds[0]?.events ?? 0)} events pre-loaded per round, ${d.rounds.length} rounds (fresh topics each): SERVICES=derived until both its groups have committed to the end (repartition at least once, intent exactly once), and SERVICES=projector over the same topic; derived-events first in rounds 1 and 3, the projector first in round 2`);
   out();
   out(
     table([
@@ -552,6 +553,11 @@ function reportDerivedDrain(d: DerivedDrainResult): void {
   out(`derived / projector (median of rounds) ${fmtRatio(d.ratioMedian)}  (goal ≥ 0.80×)`);
   out(`CPU per event of the service process (median) derived ${fmtInt(d.derivedCpuUsMedian)} µs, projector ${fmtInt(d.projectorCpuUsMedian)} µs (from the stack being up until drained)`);
   out();
+  if (d.profile) {
+    out(`Where the derived-events process's CPU went in the last round (BENCH_DERIVED_PROFILE=1, V8 profiler on from start to drained):`);
+    for (const line of formatProfileSummary(d.profile.summary, d.profile.events)) out(line);
+    out();
+  }
 }
 
 function reportProjector(projector: ProjectorResult): void {

@@ -13,7 +13,8 @@ export type Subject =
   | 'destination'
   | 'delivery'
   | 'webhook-attempt'
-  | 'security-event';
+  | 'security-event'
+  | 'visitor-copies';
 
 interface ManifestEntry {
   id: number;

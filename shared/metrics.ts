@@ -130,7 +130,7 @@ export function createMetrics() {
     }),
     derivedRecords: counter({
       name: 'derived_records_total',
-      help: 'Records the derived-events service handled, by stage (repartition: copied by visitor; intent: committed)',
+      help: 'Player events the derived-events service handled, by stage (repartition: read and copied by visitor, or its own and left; intent: committed)',
       labelNames: ['stage'] as const,
     }),
     derivedTransactionSteps: histogram({

@@ -7,6 +7,7 @@ import { topicNames, type TopicKey } from '../shared/kafka/topics.ts';
 import { startHttpsReceiver, type HttpsReceiver } from './helpers/https-receiver.ts';
 import { groupLags, poisonValues, writePoison, type PoisonKind, type WrittenPoison, READ_TOPIC_SUBJECTS } from './helpers/kafka-inspect.ts';
 import { TestStack, eventually, type TestTenant } from './helpers/stack.ts';
+import { PLAYER_EVENT } from './helpers/player-event.ts';
 
 /** Every topic the service reads, and the consumer groups (or the config store) that read it. */
 const READERS: Partial<Record<TopicKey, string[]>> = {
@@ -285,5 +286,24 @@ describe('poison records on every topic the service reads', () => {
     expect(await groupsFor(keptPoison)).toEqual(new Set([`${s.topicPrefix}projector`, `${s.topicPrefix}fanout`, `${s.topicPrefix}derived-repartition`]));
     // The fan-out read past it (no lag above) without decoding it.
     expect(await groupsFor(quietPoison)).toEqual(new Set([`${s.topicPrefix}projector`, `${s.topicPrefix}derived-repartition`]));
+  });
+
+  it('an event the repartition routes but that breaks the record rules: dead-lettered once by the intent stage, at its place on player.events', async () => {
+    // Avro writes it (a string where a UUID belongs), so the repartition,
+    // which reads three fields, copies it; the intent stage reads it whole.
+    const topic = names().playerEvents;
+    const broken = { ...PLAYER_EVENT, tenant_id: t.id, event_id: 'not-a-uuid', session_id: 'ses_rules', visitor_id: `vis_rules_${randomBytes(3).toString('hex')}` };
+    const [meta] = await producer.send({ topic, acks: -1, messages: [{ key: `${t.id}:ses_rules`, value: registry.encode('player-event', broken) }] });
+    const source = `${topic}/${meta!.partition}/${meta!.baseOffset}`;
+    const intent = `${s.topicPrefix}derived-intent`;
+    const letters = await eventually(async () => {
+      const found = (await deadLetters()).filter((l) => l.source === source && l.group === intent);
+      return found.length > 0 ? found : undefined;
+    }, 30_000, 500);
+    expect(letters).toEqual([{ source, group: intent, reason: 'schema_violation' }]);
+    // Valid events still flow, and the intent stage commits past the batch that held it.
+    await validRecordsFlow('rules');
+    await expect.poll(() => lagOf(intent, names().derivedByVisitor), { timeout: 30_000, interval: 250 }).toBe(0);
+    expect((await deadLetters()).filter((l) => l.source === source && l.group === intent)).toHaveLength(1);
   });
 });

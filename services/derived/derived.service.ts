@@ -5,11 +5,12 @@ import type { SchemaRegistry } from '../../schemas/registry.ts';
 import type { ConfigStore } from '../../shared/config-store/config-store.ts';
 import { Changelog } from '../../shared/kafka/changelog.ts';
 import { CoalescingSender } from '../../shared/kafka/coalescing-sender.ts';
-import type { DeadLetterSink } from '../../shared/kafka/dead-letters.ts';
+import type { DeadLetter, DeadLetterSink } from '../../shared/kafka/dead-letters.ts';
 import { playerEventKey } from '../../shared/kafka/event-keys.ts';
 import { GroupConsumer } from '../../shared/kafka/group-consumer.ts';
 import { groupProblems } from '../../shared/kafka/group-member.ts';
-import { fieldsDecoder, recordDecoder, type Decoded } from '../../shared/kafka/poison.ts';
+import { partitionOfKey } from '../../shared/kafka/partitioner.ts';
+import { fieldsDecoder, PoisonRecordError, recordDecoder, type Decoded } from '../../shared/kafka/poison.ts';
 import type { Topics } from '../../shared/kafka/topics.ts';
 import { MAX_SEND_BYTES, sendRequests, TransactionalStage, type StageOutput } from '../../shared/kafka/transactional-stage.ts';
 import type { Logger } from '../../shared/logger.ts';
@@ -51,8 +52,18 @@ const STREAM_TIME_KEY = 't';
 /** Changelog key of the by-visitor offset a partition's state was written at (the stage's checkpoint). */
 const INPUT_OFFSET_KEY = 'o';
 
-/** A record of the by-visitor log: a player event and where it was read, or a tick of stream time. */
-type ByVisitor = { kind: 'event'; event: PlayerEventRecord; srcPartition: number; srcOffset: number } | { kind: 'tick'; at: number };
+/**
+ * Most bytes of copied events in one by-visitor record: well under the
+ * topic's max.message.bytes (1 MiB by default), and under the intent
+ * stage's fetch size per partition.
+ */
+const MAX_COPIES_BYTES = 256 * 1024;
+
+/** A player event copied onto the by-visitor log and where it was read; `poison` when its bytes break the record's rules. */
+type Copy = { srcPartition: number; srcOffset: number } & ({ event: PlayerEventRecord } | { poison: PoisonRecordError; bytes: Buffer });
+
+/** A record of the by-visitor log: copied player events, or a tick of stream time. */
+type ByVisitor = { kind: 'events'; copies: Copy[] } | { kind: 'tick'; at: number };
 
 /** What the repartition reads of a player event: where it goes, and whether it is one of this service's own. */
 type Route = Pick<PlayerEventRecord, 'tenant_id' | 'visitor_id' | 'source'>;
@@ -86,6 +97,7 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
   const { kafka, admin, registry, store, topics, log, metrics } = deps;
   // Not a plain copy: the rules read an event and keep none of it.
   const decodeEvent = recordDecoder(deps.registry, 'player-event', PlayerEventRecord, { avroRules: playerEventViolation, plain: false });
+  const decodeCopies = fieldsDecoder<{ copies: { src_partition: number; src_offset: number; event: Buffer }[] }>(registry, 'visitor-copies', ['copies']);
   const settings = (tenantId: string, videoId: string): IntentSettings => {
     const tenant = store.tenants.get(tenantId);
     const video = store.videos.get(videoId);
@@ -132,11 +144,25 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
       flushMs: 0,
       maxMessages: 5000,
       handle: async (items) => {
-        const out: StageOutput[] = [];
+        // Per by-visitor partition (the one the visitor's key hashes to, as
+        // a keyed record would land), the copies in the order read, many to
+        // a record: the broker and the clients pay a record's cost per
+        // record, and one per event was most of this service's CPU.
+        const packs = new Map<number, { copies: { src_partition: number; src_offset: number; event: Buffer }[]; bytes: number }[]>();
         for (const { record, message, partition } of items) {
-          if (record.kind !== 'value' || record.value.source === 'derived') continue;
+          if (record.kind !== 'value' || record.value.source === 'derived' || !message.value) continue;
           const e = record.value;
-          out.push({ topic: topics.derivedByVisitor, key: `${e.tenant_id}:${e.visitor_id}`, value: message.value, headers: { [SRC]: `${partition}:${message.offset}` } });
+          const to = partitionOfKey(`${e.tenant_id}:${e.visitor_id}`, partitions);
+          const list = packs.get(to) ?? [];
+          packs.set(to, list);
+          let pack = list.at(-1);
+          if (!pack || (pack.bytes > 0 && pack.bytes + message.value.length > MAX_COPIES_BYTES)) list.push((pack = { copies: [], bytes: 0 }));
+          pack.copies.push({ src_partition: partition, src_offset: Number(message.offset), event: message.value });
+          pack.bytes += message.value.length + 16;
+        }
+        const out: StageOutput[] = [];
+        for (const [to, list] of packs) {
+          for (const { copies } of list) out.push({ topic: topics.derivedByVisitor, partition: to, key: null, value: registry.encode('visitor-copies', { copies }) });
         }
         // One request after another: were a later copy to land while an
         // earlier one of its source partition failed, the intent stage would
@@ -149,6 +175,8 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
 
   const changelog = new Changelog({ kafka, admin, topic: topics.derivedState, log, metrics, deadLetters: deps.deadLetters, stallMs: deps.stallMs });
   const states = new Map<number, PartitionState>();
+  /** Per partition, the events of the batch in its transaction, counted once it commits. */
+  const tallies = new Map<number, number>();
   const stateSize = () => {
     let visitors = 0;
     let sessions = 0;
@@ -159,19 +187,35 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
     metrics.derivedStateKeys.set({ kind: 'visitor' }, visitors);
     metrics.derivedStateKeys.set({ kind: 'session' }, sessions);
   };
+  const intentGroup = `${deps.groupPrefix}derived-intent`;
   const intent = new TransactionalStage<ByVisitor>({
     ...member,
     admin,
-    groupId: `${deps.groupPrefix}derived-intent`,
+    groupId: intentGroup,
     transactionalIdPrefix: `${deps.groupPrefix}derived-intent`,
     topics: [topics.derivedByVisitor],
     decode: (message): Decoded<ByVisitor> => {
       const tick = message.headers?.[TICK];
       if (tick !== undefined) return { kind: 'value', value: { kind: 'tick', at: Number(String(tick)) } };
-      const event = decodeEvent(message);
-      if (event.kind !== 'value') return event;
-      const [srcPartition, srcOffset] = sourceOf(message.headers);
-      return { kind: 'value', value: { kind: 'event', event: event.value, srcPartition, srcOffset } };
+      if (message.headers?.[SRC] !== undefined || message.headers?.['src-partition'] !== undefined) {
+        // One copy per record, as written before copies were packed.
+        const event = decodeEvent(message);
+        if (event.kind !== 'value') return event;
+        const [srcPartition, srcOffset] = sourceOf(message.headers);
+        return { kind: 'value', value: { kind: 'events', copies: [{ event: event.value, srcPartition, srcOffset }] } };
+      }
+      const packed = decodeCopies(message);
+      if (packed.kind !== 'value') return packed;
+      const copies = packed.value.copies.map(({ src_partition: srcPartition, src_offset: srcOffset, event: bytes }): Copy => {
+        try {
+          const event = decodeEvent({ value: bytes });
+          return event.kind === 'value' ? { event: event.value, srcPartition, srcOffset } : { poison: new PoisonRecordError('empty_value', 'tombstone'), bytes, srcPartition, srcOffset };
+        } catch (err) {
+          if (!(err instanceof PoisonRecordError)) throw err;
+          return { poison: err, bytes, srcPartition, srcOffset };
+        }
+      });
+      return { kind: 'value', value: { kind: 'events', copies } };
     },
     restore: async (partition) => {
       await changelog.caughtUp(partition, intent.member.stopSignal);
@@ -180,10 +224,18 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
       stateSize();
       return values.get(INPUT_OFFSET_KEY)?.toString('utf8');
     },
+    // A copied event that breaks the record's rules, as it was read and where.
+    letters: (r): DeadLetter[] =>
+      r.kind === 'tick'
+        ? []
+        : r.copies.flatMap((c) =>
+            'poison' in c ? [{ topic: topics.playerEvents, partition: c.srcPartition, offset: String(c.srcOffset), key: null, value: c.bytes, reason: c.poison.reason, detail: c.poison.message, group: intentGroup }] : [],
+          ),
     checkpoint: (partition, next) => ({ topic: topics.derivedState, partition, key: INPUT_OFFSET_KEY, value: Buffer.from(next) }),
     process: (partition, records) => {
       const state = states.get(partition)!;
       const events: PlayerEventRecord[] = [];
+      let copied = 0;
       const changed = new Map<string, VisitorState | SessionState | null>();
       const evicted = { visitors: 0, sessions: 0 };
       const take = (step: Step) => {
@@ -195,9 +247,15 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
       for (const { record } of records) {
         if (record.kind !== 'value') continue;
         const r = record.value;
-        take(r.kind === 'tick' ? applyTick(state, r.at, rules) : applyEvent(state, r.event, r.srcPartition, r.srcOffset, rules));
+        if (r.kind === 'tick') take(applyTick(state, r.at, rules));
+        else
+          for (const c of r.copies) {
+            copied++;
+            if ('event' in c) take(applyEvent(state, c.event, c.srcPartition, c.srcOffset, rules));
+          }
       }
       const out: StageOutput[] = events.map((e) => ({ topic: topics.playerEvents, key: playerEventKey(e.tenant_id, e.session_id), value: registry.encode('player-event', e) }));
+      tallies.set(partition, copied);
       for (const [key, value] of changed) out.push({ topic: topics.derivedState, partition, key, value: value === null ? null : Buffer.from(JSON.stringify(value)) });
       out.push({ topic: topics.derivedState, partition, key: STREAM_TIME_KEY, value: Buffer.from(JSON.stringify(state.streamTime)) });
       for (const e of events) metrics.derivedEvents.inc({ event: e.event_name });
@@ -206,8 +264,9 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
       stateSize();
       return out;
     },
-    onCommitted: (_p, n, _o, steps) => {
-      metrics.derivedRecords.inc({ stage: 'intent' }, n);
+    onCommitted: (partition, _n, _o, steps) => {
+      metrics.derivedRecords.inc({ stage: 'intent' }, tallies.get(partition) ?? 0);
+      tallies.delete(partition);
       for (const step of ['send', 'offsets', 'commit'] as const) metrics.derivedTransactionSteps.observe({ stage: 'intent', step }, steps[step]);
     },
   });

@@ -45,6 +45,11 @@ export function keyHash(key: Buffer | string): number {
 
 const toPositive = (x: number) => x & 0x7fffffff;
 
+/** The partition of `key` among `numPartitions`, as JavaCompatiblePartitioner picks it. */
+export function partitionOfKey(key: Buffer | string, numPartitions: number): number {
+  return toPositive(keyHash(key)) % numPartitions;
+}
+
 /**
  * kafkajs's DefaultPartitioner (the Java client's pre-2.4 default: the
  * message's partition, else murmur2 of the key, else round robin over the
@@ -57,7 +62,7 @@ export const JavaCompatiblePartitioner: ICustomPartitioner = () => {
   return ({ topic, partitionMetadata, message }: PartitionerArgs) => {
     if (message.partition !== null && message.partition !== undefined) return message.partition;
     const numPartitions = partitionMetadata.length;
-    if (message.key !== null && message.key !== undefined) return toPositive(keyHash(message.key)) % numPartitions;
+    if (message.key !== null && message.key !== undefined) return partitionOfKey(message.key, numPartitions);
     const next = (counters.get(topic) ?? randomInt(2 ** 31)) + 1;
     counters.set(topic, next);
     const available = partitionMetadata.filter((p) => p.leader >= 0);

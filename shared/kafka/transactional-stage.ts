@@ -3,6 +3,7 @@ import { GroupMember, type GroupMemberOptions } from './group-member.ts';
 import { messageBytes } from './coalescing-sender.ts';
 import { TRANSACTIONAL_RETRY } from './kafka.ts';
 import { JavaCompatiblePartitioner } from './partitioner.ts';
+import type { DeadLetter } from './dead-letters.ts';
 import type { Decoded } from './poison.ts';
 
 /** A record a stage writes: to `topic`, on `partition` when given, else by its key. */
@@ -41,6 +42,12 @@ export interface TransactionalStageOptions<T> extends GroupMemberOptions<T> {
    * before it reads again.
    */
   process: (partition: number, records: { record: Decoded<T>; message: KafkaMessage }[]) => StageOutput[];
+  /**
+   * Dead letters inside a record that decoded (e.g. one event of many a
+   * record carries): sent with the record's own poison, before the batch's
+   * transaction, and `process` leaves them out.
+   */
+  letters?: (record: T) => DeadLetter[];
   /** After a batch's transaction committed, with the seconds each step of it took. */
   onCommitted?: (partition: number, records: number, outputs: number, steps: TransactionSteps) => void;
 }
@@ -176,11 +183,16 @@ export class TransactionalStage<T> {
     if (messages.length === 0 || !current()) return;
 
     const records: { record: Decoded<T>; message: KafkaMessage }[] = [];
+    const letters: DeadLetter[] = [];
     for (const message of messages) {
       const outcome = this.member.outcome(topic, partition, message);
-      if (outcome.kind === 'poison') await this.#opts.deadLetters.send([outcome.letter]);
-      else records.push({ record: outcome.record, message });
+      if (outcome.kind === 'poison') letters.push(outcome.letter);
+      else {
+        records.push({ record: outcome.record, message });
+        if (this.#opts.letters && outcome.record.kind === 'value') letters.push(...this.#opts.letters(outcome.record.value));
+      }
     }
+    if (letters.length > 0) await this.#opts.deadLetters.send(letters);
     // A dead letter's send let the loop turn: after a crash the restarted
     // consumer may have taken the partition on again, restoring the state
     // this batch would now change under it.
