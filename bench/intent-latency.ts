@@ -24,6 +24,7 @@ import { startHttpsReceiver } from '../test/helpers/https-receiver.ts';
 import { metricSum } from '../test/helpers/prometheus-text.ts';
 import { setupTenant, sleep } from './context.ts';
 import { CpuMeter, fmtCores } from './cpu.ts';
+import { formatProfileSummary, summarizeProfile, type CpuProfile } from './cpu-profile.ts';
 import { benchBrokers, runBench, startBenchRun } from './harness.ts';
 import { HttpClient } from './http-client.ts';
 import { fmtInt, fmtMs, median, quantile, table } from './stats.ts';
@@ -36,6 +37,8 @@ const BATCH = 50;
 const CROSS_EVERY_MS = 100;
 /** BENCH_INTENT_SPLIT=1: the derived-events service in a process of its own (the others in one), as a deployment may run it. */
 const SPLIT = process.env.BENCH_INTENT_SPLIT === '1';
+/** BENCH_INTENT_PROFILE=1 (with the split): the derived-events process under the V8 profiler over the rounds, where its CPU goes. */
+const PROFILE = SPLIT && process.env.BENCH_INTENT_PROFILE === '1';
 /** The key of a crossing visitor's record: `<tenant>:ses_<round>_<i>` or `<tenant>:vis_<round>_<i>` (ordinary viewing is `ses_v…`). */
 const CROSSING_KEY = /:(ses|vis)_(round|warmup)/;
 const CROSSING_VISITOR = [Buffer.from('vis_round'), Buffer.from('vis_warmup')];
@@ -93,8 +96,9 @@ async function main(): Promise<void> {
     run.cleanups.push(() => worker.stop());
     let derivedUrl = worker.ready.url;
     let derivedPid: number | undefined;
+    let derivedWorker: StackWorker | undefined;
     if (SPLIT) {
-      const derived = await StackWorker.start({ name: 'intent-derived', logDir: run.tmp, env: stackEnv('intent-derived', 'derived') });
+      const derived = (derivedWorker = await StackWorker.start({ name: 'intent-derived', logDir: run.tmp, env: stackEnv('intent-derived', 'derived') }));
       run.cleanups.push(() => derived.stop());
       derivedUrl = derived.ready.url;
       derivedPid = derived.pid;
@@ -226,9 +230,11 @@ async function main(): Promise<void> {
     // Where the machine's cores go while the rounds run (a p99 in seconds is a queue for the CPU).
     const meter = new CpuMeter(SPLIT ? { bench: process.pid, 'stack without derived': worker.pid, derived: derivedPid, broker: brokerPid } : { bench: process.pid, stack: worker.pid, broker: brokerPid });
     meter.start();
+    if (PROFILE) await derivedWorker!.rpc({ op: 'profileStart' });
     const rounds: Round[] = [];
     for (let r = 1; r <= ROUNDS; r++) rounds.push(await measure(`round${r}`));
     const cores = meter.stop();
+    const profile = PROFILE ? summarizeProfile(await derivedWorker!.rpc<CpuProfile>({ op: 'profileStop' }, 300_000), 25) : undefined;
     const txAfter = await txSteps();
     out();
     out(
@@ -248,6 +254,11 @@ async function main(): Promise<void> {
       out(`${stage} transactions over the rounds: ${fmtInt(steps[0]![1].n)}, mean ${steps.map(([step, x]) => `${step} ${fmtMs(x.ms)}`).join(', ')}`);
     }
     out(`cores used over the rounds: ${fmtCores(cores)}; all ${Object.values(cores).reduce((a, b) => a + b, 0).toFixed(2)} of ${os.cpus().length}`);
+    if (profile) {
+      const events = rounds.reduce((n, r) => n + r.eventsPerSec * (ROUND_MS / 1000), 0);
+      out(`where the derived-events process's CPU went over the rounds (V8 profiler on, which costs some of it), per event sent:`);
+      for (const line of formatProfileSummary(profile, events)) out(line);
+    }
     out(`202 → high_intent_lead delivered (median of rounds)   p50 ${fmtMs(median(rounds.map((r) => r.p50)))}, p99 ${fmtMs(median(rounds.map((r) => r.p99)))}  (goal p99 ≤ 500 ms)`);
     out(`load avg    ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} (at the end); duration ${((performance.now() - T0) / 1000).toFixed(0)} s`);
   } finally {
