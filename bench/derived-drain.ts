@@ -22,6 +22,8 @@ export interface DerivedDrainRound {
    */
   derivedCpuUs: { service: number; broker: number };
   projectorCpuUs: { service: number; broker: number };
+  /** Seconds from the derived-events service's first commit until each of its stages had no lag: which stage held the drain. */
+  stagesDoneSec: { repartition: number; intent: number };
 }
 
 export interface DerivedDrainResult {
@@ -55,12 +57,14 @@ async function lagOf(admin: Admin, groupId: string, topic: string): Promise<numb
 
 /**
  * Polls until every (group, topic) has no lag; answers the events/s from the
- * first commit seen to the last, over `events`.
+ * first commit seen to the last, over `events`, and the seconds from that
+ * first commit until each (group, topic) first had no lag.
  */
-async function timeDrain(admin: Admin, watch: [string, string][], events: number, timeoutMs: number): Promise<number> {
+async function timeDrain(admin: Admin, watch: [string, string][], events: number, timeoutMs: number): Promise<{ perSec: number; doneSec: number[] }> {
   const deadline = Date.now() + timeoutMs;
   let firstAt: number | undefined;
   let firstLeft = events;
+  const doneAt: (number | undefined)[] = watch.map(() => undefined);
   for (;;) {
     if (Date.now() > deadline) throw new Error(`derived drain: not drained after ${timeoutMs / 1000} s`);
     await sleep(50);
@@ -71,7 +75,14 @@ async function timeDrain(admin: Admin, watch: [string, string][], events: number
       firstAt = Date.now();
       firstLeft = first;
     }
-    if (lags.every((l) => l === 0)) return firstAt === undefined ? Number.NaN : firstLeft / ((Date.now() - firstAt) / 1000);
+    lags.forEach((l, i) => {
+      if (l === 0 && doneAt[i] === undefined) doneAt[i] = Date.now();
+    });
+    if (lags.every((l) => l === 0)) {
+      if (firstAt === undefined) return { perSec: Number.NaN, doneSec: watch.map(() => Number.NaN) };
+      const from = firstAt;
+      return { perSec: firstLeft / ((Date.now() - from) / 1000), doneSec: doneAt.map((t) => (t! - from) / 1000) };
+    }
   }
 }
 
@@ -100,6 +111,7 @@ export async function benchDerivedDrain(ctx: BenchContext, opts: { events: numbe
       // whichever drain always ran first.
       let derivedPerSec = Number.NaN;
       let derivedCpuUs = { service: Number.NaN, broker: Number.NaN };
+      let stagesDoneSec = { repartition: Number.NaN, intent: Number.NaN };
       let projectorPerSec = Number.NaN;
       let projectorCpuUs = { service: Number.NaN, broker: Number.NaN };
       const drainDerived = async () => {
@@ -110,7 +122,7 @@ export async function benchDerivedDrain(ctx: BenchContext, opts: { events: numbe
         try {
           if (profiled) await derived.rpc({ op: 'profileStart' });
           const cpu = cpuPerEvent({ service: derived.pid, broker: ctx.brokerPid }, opts.events);
-          derivedPerSec = await timeDrain(
+          const drained = await timeDrain(
             admin,
             [
               [`${prefix}derived-repartition`, topics.playerEvents],
@@ -119,6 +131,8 @@ export async function benchDerivedDrain(ctx: BenchContext, opts: { events: numbe
             opts.events,
             opts.timeoutMs,
           );
+          derivedPerSec = drained.perSec;
+          stagesDoneSec = { repartition: drained.doneSec[0]!, intent: drained.doneSec[1]! };
           derivedCpuUs = cpu();
           if (profiled) profile = { summary: summarizeProfile(await derived.rpc<CpuProfile>({ op: 'profileStop' }, 300_000), 25), events: opts.events };
         } finally {
@@ -130,14 +144,14 @@ export async function benchDerivedDrain(ctx: BenchContext, opts: { events: numbe
         const { worker: projector } = await ctx.startWorker(`${name}-projector`, 'projector', { KAFKA_TOPIC_PREFIX: prefix });
         try {
           const cpu = cpuPerEvent({ service: projector.pid, broker: ctx.brokerPid }, opts.events);
-          projectorPerSec = await timeDrain(admin, [[`${prefix}projector`, topics.playerEvents]], opts.events, opts.timeoutMs);
+          projectorPerSec = (await timeDrain(admin, [[`${prefix}projector`, topics.playerEvents]], opts.events, opts.timeoutMs)).perSec;
           projectorCpuUs = cpu();
         } finally {
           await projector.stop();
         }
       };
       for (const drain of r % 2 === 0 ? [drainDerived, drainProjector] : [drainProjector, drainDerived]) await drain();
-      const round = { events: opts.events, derivedPerSec, projectorPerSec, ratio: derivedPerSec / projectorPerSec, derivedCpuUs, projectorCpuUs };
+      const round = { events: opts.events, derivedPerSec, projectorPerSec, ratio: derivedPerSec / projectorPerSec, derivedCpuUs, projectorCpuUs, stagesDoneSec };
       rounds.push(round);
       ctx.progress(
         `${name}: derived ${Math.round(derivedPerSec)} events/s, projector ${Math.round(projectorPerSec)} events/s, ratio ${round.ratio.toFixed(2)}; ` +

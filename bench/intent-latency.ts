@@ -77,6 +77,15 @@ async function main(): Promise<void> {
     const prefix = `bench-${run.runId}-intent.`;
     const env: Record<string, string> = {};
     for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !(k in ConfigSchema.shape)) env[k] = v;
+    // Settings of the stacks come only from BENCH_INTENT_SETTINGS (`KEY=value,…`), so a figure names what it ran with.
+    const settings = Object.fromEntries(
+      (process.env.BENCH_INTENT_SETTINGS ?? '')
+        .split(',')
+        .filter((kv) => kv.includes('='))
+        .map((kv) => [kv.slice(0, kv.indexOf('=')).trim(), kv.slice(kv.indexOf('=') + 1).trim()]),
+    );
+    for (const k of Object.keys(settings)) if (!(k in ConfigSchema.shape)) throw new Error(`BENCH_INTENT_SETTINGS: ${k} is not a setting of the service`);
+    if (Object.keys(settings).length > 0) out(`settings    ${Object.entries(settings).map(([k, v]) => `${k}=${v}`).join(', ')}`);
     const stackEnv = (name: string, services: string | undefined): Record<string, string> => ({
       ...env,
       ...rx.env,
@@ -91,6 +100,7 @@ async function main(): Promise<void> {
       PLAYER_KEY_EVENTS_PER_MINUTE: '0',
       CLIENT_ADDRESS_REQUESTS_PER_MINUTE: '0',
       LOG_LEVEL: 'warn',
+      ...settings,
     });
     const worker = await StackWorker.start({ name: 'intent', logDir: run.tmp, env: stackEnv('intent', SPLIT ? 'ingest,projector,api,admin,fanout' : undefined) });
     run.cleanups.push(() => worker.stop());

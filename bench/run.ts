@@ -536,7 +536,7 @@ function reportDerivedDrain(d: DerivedDrainResult): void {
   out();
   out(
     table([
-      ['round', 'derived-events', 'projector', 'derived / projector', 'CPU µs/event derived (broker)', 'projector (broker)'],
+      ['round', 'derived-events', 'projector', 'derived / projector', 'CPU µs/event derived (broker)', 'projector (broker)', 'repartition / intent done'],
       ...d.rounds.map((r, i) => [
         String(i + 1),
         `${fmtInt(r.derivedPerSec)}/s`,
@@ -544,6 +544,7 @@ function reportDerivedDrain(d: DerivedDrainResult): void {
         fmtRatio(r.ratio),
         `${fmtInt(r.derivedCpuUs.service)} (${fmtInt(r.derivedCpuUs.broker)})`,
         `${fmtInt(r.projectorCpuUs.service)} (${fmtInt(r.projectorCpuUs.broker)})`,
+        `${r.stagesDoneSec.repartition.toFixed(1)} / ${r.stagesDoneSec.intent.toFixed(1)} s`,
       ]),
     ]),
   );
