@@ -15,7 +15,7 @@ import type { Topics } from '../../shared/kafka/topics.ts';
 import { MAX_SEND_BYTES, sendRequests, TransactionalStage, type StageOutput } from '../../shared/kafka/transactional-stage.ts';
 import type { Logger } from '../../shared/logger.ts';
 import type { Metrics } from '../../shared/metrics.ts';
-import { applyEvent, applyTick, emptyState, type IntentSettings, type PartitionState, type RuleOptions, type SessionState, type Step, type VisitorState, sessionKey } from './intent-rules.ts';
+import { applyEvent, applyTick, emptyState, newStep, type IntentSettings, type PartitionState, type RuleOptions, type SessionState, type VisitorState, sessionKey } from './intent-rules.ts';
 
 export interface DerivedDeps {
   kafka: Kafka;
@@ -234,26 +234,20 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
     checkpoint: (partition, next) => ({ topic: topics.derivedState, partition, key: INPUT_OFFSET_KEY, value: Buffer.from(next) }),
     process: (partition, records) => {
       const state = states.get(partition)!;
-      const events: PlayerEventRecord[] = [];
+      // One step for the batch: its changes by key (the last state of each), its events in order.
+      const step = newStep();
       let copied = 0;
-      const changed = new Map<string, VisitorState | SessionState | null>();
-      const evicted = { visitors: 0, sessions: 0 };
-      const take = (step: Step) => {
-        events.push(...step.events);
-        for (const [k, v] of step.changed) changed.set(k, v);
-        evicted.visitors += step.evicted.visitors;
-        evicted.sessions += step.evicted.sessions;
-      };
       for (const { record } of records) {
         if (record.kind !== 'value') continue;
         const r = record.value;
-        if (r.kind === 'tick') take(applyTick(state, r.at, rules));
+        if (r.kind === 'tick') applyTick(state, r.at, rules, step);
         else
           for (const c of r.copies) {
             copied++;
-            if ('event' in c) take(applyEvent(state, c.event, c.srcPartition, c.srcOffset, rules));
+            if ('event' in c) applyEvent(state, c.event, c.srcPartition, c.srcOffset, rules, step);
           }
       }
+      const { events, changed, evicted } = step;
       const out: StageOutput[] = events.map((e) => ({ topic: topics.playerEvents, key: playerEventKey(e.tenant_id, e.session_id), value: registry.encode('player-event', e) }));
       tallies.set(partition, copied);
       for (const [key, value] of changed) out.push({ topic: topics.derivedState, partition, key, value: value === null ? null : Buffer.from(JSON.stringify(value)) });

@@ -150,7 +150,7 @@ export interface Step {
   evicted: { visitors: number; sessions: number };
 }
 
-const newStep = (): Step => ({ events: [], changed: new Map(), evicted: { visitors: 0, sessions: 0 } });
+export const newStep = (): Step => ({ events: [], changed: new Map(), evicted: { visitors: 0, sessions: 0 } });
 
 const RECENT_IDS = 16;
 export const visitorKey = (tenantId: string, visitorId: string): string => `v:${tenantId}:${visitorId}`;
@@ -180,10 +180,10 @@ export function addToInputs(inputs: FactorInputs, e: PlayerEventRecord): FactorI
  * Applies one player event (read from source partition `srcPartition` at
  * `srcOffset`) to the state: the visitor's score and lead, the session's
  * pitch and offer, and the session's end when the event is `session_ended`.
- * Then ends the sessions idle past the new stream time.
+ * Then ends the sessions idle past the new stream time. What it decides is
+ * added to `step`, which a batch's events may share.
  */
-export function applyEvent(state: PartitionState, e: PlayerEventRecord, srcPartition: number, srcOffset: number, opts: RuleOptions): Step {
-  const step = newStep();
+export function applyEvent(state: PartitionState, e: PlayerEventRecord, srcPartition: number, srcOffset: number, opts: RuleOptions, step: Step = newStep()): Step {
   advance(state, e.received_at);
   const settings = opts.settings(e.tenant_id, e.video_id);
 
@@ -201,7 +201,8 @@ export function applyEvent(state: PartitionState, e: PlayerEventRecord, srcParti
   const counted = (visitor.src[srcPartition] ?? -1) >= srcOffset || visitor.recent.includes(e.event_id);
   if (counted) return expire(state, opts, step, e.tenant_id);
   visitor.src[srcPartition] = srcOffset;
-  visitor.recent = [...visitor.recent.slice(-(RECENT_IDS - 1)), e.event_id];
+  visitor.recent.push(e.event_id);
+  if (visitor.recent.length > RECENT_IDS) visitor.recent.splice(0, visitor.recent.length - RECENT_IDS);
   visitor.inputs = addToInputs(visitor.inputs, e);
   visitor.firstSeen = Math.min(visitor.firstSeen, e.timestamp);
   visitor.lastSeen = Math.max(visitor.lastSeen, e.timestamp);
@@ -250,9 +251,9 @@ function forgetSession(state: PartitionState, tenantId: string, key: string, ste
 }
 
 /** Moves stream time to `at` (a tick) and ends the sessions idle past it. */
-export function applyTick(state: PartitionState, at: number, opts: RuleOptions): Step {
+export function applyTick(state: PartitionState, at: number, opts: RuleOptions, step: Step = newStep()): Step {
   advance(state, at);
-  return expire(state, opts, newStep());
+  return expire(state, opts, step);
 }
 
 function advance(state: PartitionState, at: number): void {
