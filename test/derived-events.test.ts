@@ -1,4 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomUUID } from 'node:crypto';
+import { Kafka, logLevel } from 'kafkajs';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { SchemaRegistry } from '../schemas/registry.ts';
+import { JavaCompatiblePartitioner } from '../shared/kafka/partitioner.ts';
+import { topicNames } from '../shared/kafka/topics.ts';
+import { PLAYER_EVENT } from './helpers/player-event.ts';
 import { parseVideoId } from '../shared/ids.ts';
 import { verifyWebhook } from '../shared/webhooks/verify.ts';
 import { startHttpsReceiver, type HttpsReceiver, type ReceivedRequest } from './helpers/https-receiver.ts';
@@ -80,6 +86,34 @@ describe('derived events, end to end', () => {
     await expect.poll(async () => (await s.allEvents(t.videoId, t.apiKey)).filter((e) => e.event === 'high_intent_lead').length, { timeout: 20_000 }).toBe(1);
     await s.fanoutIdle();
     expect(rx.to('/leads')).toHaveLength(1);
+  });
+
+  it('reads by-visitor records of one copy each, as written before copies were packed (an upgrade meets them on the topic)', async () => {
+    await destination('/legacy-leads', ['high_intent_lead']);
+    const registry = SchemaRegistry.fromManifest();
+    const kafka = new Kafka({ clientId: 'legacy-copies', brokers: inject('kafkaBrokers'), logLevel: logLevel.NOTHING });
+    const producer = kafka.producer({ createPartitioner: JavaCompatiblePartitioner });
+    await producer.connect();
+    try {
+      const now = Date.now();
+      const base = { ...PLAYER_EVENT, tenant_id: t.id, video_id: parseVideoId(t.videoId)!, visitor_id: 'vis_legacy', session_id: 'ses_legacy', timestamp: now, received_at: now, event_id_from_client: false };
+      // 100 % watched, play time all focused, one click: 73, over the threshold.
+      const events = [
+        { ...base, event_name: 'watched_90_percent', watched_percentage: 100, play_ms: null, focus_ms: null },
+        { ...base, event_name: 'heartbeat', play_ms: 5000, focus_ms: 5000 },
+        { ...base, event_name: 'cta_clicked', play_ms: null, focus_ms: null },
+      ].map((e) => ({ ...e, event_id: randomUUID() }));
+      await producer.send({
+        topic: topicNames(s.topicPrefix).derivedByVisitor,
+        acks: -1,
+        // Keyed by visitor, the source partition and offset in the `src` header (numbers no player event of this test has).
+        messages: events.map((e, i) => ({ key: `${t.id}:vis_legacy`, value: registry.encode('player-event', e), headers: { src: `0:${1_000_000 + i}` } })),
+      });
+    } finally {
+      await producer.disconnect();
+    }
+    const [lead] = await delivered('/legacy-leads', 1);
+    expect(lead!.body).toMatchObject({ event_name: 'high_intent_lead', visitor_id: 'vis_legacy', score: 73, factors: { watched_percent: 1, focus_time_ratio: 1, cta_clicks: 1, rewinds: 0 } });
   });
 
   it('conversion: each accepted /api/public/conversion is delivered with its value and currency', async () => {
