@@ -43,9 +43,9 @@ export interface DerivedDeps {
 const ENDED_RETENTION_MS = 60 * 60 * 1000;
 const TICK = 'tick';
 /**
- * Header of a by-visitor record: where the event was read, `<partition>:<offset>`.
- * NOTE: one header, not two: kafkajs encodes each header of each record on
- * its own. Records written before it carry `src-partition` and `src-offset`.
+ * Header of a by-visitor record of one copy, as written before copies were
+ * packed: where the event was read, `<partition>:<offset>`. Older ones carry
+ * `src-partition` and `src-offset`. The intent stage still reads both.
  */
 const SRC = 'src';
 const STREAM_TIME_KEY = 't';
