@@ -19,7 +19,8 @@
  *      stages, and the projector over the same backlog, each round in turn
  *
  * BENCH_QUICK=1 shrinks every phase (for checking the harness, not for figures).
- * BENCH_DERIVED_PROFILE=1 profiles the derived-events process in the last drain round.
+ * BENCH_DERIVED_PROFILE=1 profiles the derived-events process in the last drain round;
+ * BENCH_DERIVED_EVENTS and BENCH_DERIVED_ROUNDS set that phase's backlog and rounds.
  * BENCH_PHASES=intake, projector, fanout, derived, freshness or reads runs that phase alone.
  * BENCH_PHASES=reads-concurrency runs only that phase (bench/reads-concurrency.ts, not in the
  * default run): each read at 1/4/16/64 connections with the read cache off and on, beside the
@@ -98,8 +99,8 @@ const PLAN = {
   /** BENCH_DRAIN_SERVICES: the drain phase's SERVICES (default the fan-out alone; every service = a process restarted after downtime). */
   fanoutDrainServices: process.env.BENCH_DRAIN_SERVICES ?? 'fanout',
   /** Events of the derived-events drain phase's backlog, per round. */
-  derivedDrainEvents: QUICK ? 20_000 : 100_000,
-  derivedDrainRounds: QUICK ? 1 : 3,
+  derivedDrainEvents: Number(process.env.BENCH_DERIVED_EVENTS) || (QUICK ? 20_000 : 100_000),
+  derivedDrainRounds: Number(process.env.BENCH_DERIVED_ROUNDS) || (QUICK ? 1 : 3),
   /** BENCH_FRESHNESS_RATES (events/s, comma-separated): one freshness phase per rate, each on its own tenant. */
   freshnessRates: (process.env.BENCH_FRESHNESS_RATES ?? '5000,20000').split(',').map(Number).filter((r) => r > 0),
   /**
@@ -532,7 +533,7 @@ function reportFanoutDrain(drain: FanoutDrainResult): void {
 function reportDerivedDrain(d: DerivedDrainResult): void {
   out('## 6. Derived events draining a backlog, beside the projector on the same backlog');
   out(loadNote('derived'));
-  out(`${fmtInt(d.rounds[0]?.events ?? 0)} events pre-loaded per round, ${d.rounds.length} rounds (fresh topics each): SERVICES=derived until both its groups have committed to the end (repartition at least once, intent exactly once), and SERVICES=projector over the same topic; derived-events first in rounds 1 and 3, the projector first in round 2`);
+  out(`${fmtInt(d.rounds[0]?.events ?? 0)} events pre-loaded per round, ${d.rounds.length} rounds (fresh topics each): SERVICES=derived until both its groups have committed to the end (repartition at least once, intent exactly once), and SERVICES=projector over the same topic; the projector first in odd rounds, derived-events in even ones; after a warm-up round of both that is not counted (the broker's JIT)`);
   out();
   out(
     table([
