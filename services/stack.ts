@@ -307,6 +307,7 @@ async function startDerivedService(core: Core, shared: Shared): Promise<HealthSo
     visitorTtlMs: config.DERIVED_VISITOR_TTL_MS,
     maxVisitorsPerTenant: config.DERIVED_MAX_VISITORS_PER_TENANT,
     maxSessionsPerTenant: config.DERIVED_MAX_SESSIONS_PER_TENANT,
+    stages: config.DERIVED_STAGES,
   });
   return consumerService(core, shared, 'derived', derived, () => derived.stop());
 }

@@ -18,16 +18,18 @@ describe('configuration', () => {
     const c = loadConfig({ KAFKA_BROKERS: 'a:9092, b:9092', SERVICES: 'api,projector' });
     expect(c.KAFKA_BROKERS).toEqual(['a:9092', 'b:9092']);
     expect(c.SERVICES).toEqual(['api', 'projector']);
+    expect(loadConfig({}).DERIVED_STAGES).toEqual(['repartition', 'intent']);
+    expect(loadConfig({ DERIVED_STAGES: ' intent ' }).DERIVED_STAGES).toEqual(['intent']);
   });
 
   it('names every bad variable', () => {
     try {
-      loadConfig({ PORT: 'eighty', CLICKHOUSE_URL: 'not a url', SERVICES: 'api,mailer', ADMIN_TOKEN: 'short' });
+      loadConfig({ PORT: 'eighty', CLICKHOUSE_URL: 'not a url', SERVICES: 'api,mailer', ADMIN_TOKEN: 'short', DERIVED_STAGES: 'intent,shuffle' });
       expect.unreachable();
     } catch (err) {
       expect(err).toBeInstanceOf(ConfigError);
       const msg = (err as Error).message;
-      for (const name of ['PORT', 'CLICKHOUSE_URL', 'SERVICES', 'ADMIN_TOKEN']) expect(msg).toContain(name);
+      for (const name of ['PORT', 'CLICKHOUSE_URL', 'SERVICES', 'ADMIN_TOKEN', 'DERIVED_STAGES']) expect(msg).toContain(name);
     }
   });
 

@@ -4,8 +4,18 @@ import { z } from 'zod';
 
 export const SERVICE_NAMES = ['ingest', 'projector', 'fanout', 'derived', 'api', 'admin'] as const;
 export type ServiceName = (typeof SERVICE_NAMES)[number];
+/** The derived-events service's two stages (services/derived/derived.service.ts). */
+export const DERIVED_STAGE_NAMES = ['repartition', 'intent'] as const;
+export type DerivedStage = (typeof DERIVED_STAGE_NAMES)[number];
 
 const intFrom = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
+/** A comma list of some of `all` (by default all of them). */
+const namesOf = <const T extends readonly [string, ...string[]]>(all: T) =>
+  z
+    .string()
+    .default(all.join(','))
+    .transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean))
+    .pipe(z.array(z.enum(all)).min(1));
 const optionalString = z
   .string()
   .optional()
@@ -73,11 +83,7 @@ export const ConfigSchema = z.object({
   CLICKHOUSE_USER: optionalString,
   CLICKHOUSE_PASSWORD: optionalString,
   CLICKHOUSE_DATABASE: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/).default('default'),
-  SERVICES: z
-    .string()
-    .default(SERVICE_NAMES.join(','))
-    .transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean))
-    .pipe(z.array(z.enum(SERVICE_NAMES)).min(1)),
+  SERVICES: namesOf(SERVICE_NAMES),
   CURSOR_SECRET: optionalString.pipe(z.string().min(16, 'must be at least 16 characters').optional()),
   RATE_LIMIT_PER_MINUTE: intFrom(1000, 1),
   /** Events a minute one player key may send to /v1/collect, per process; 0: no limit. */
@@ -126,6 +132,8 @@ export const ConfigSchema = z.object({
   /** Most visitors, and most sessions, whose derived-events state is kept per tenant; past it the least recently seen are forgotten. */
   DERIVED_MAX_VISITORS_PER_TENANT: intFrom(500_000, 1),
   DERIVED_MAX_SESSIONS_PER_TENANT: intFrom(500_000, 1),
+  /** The derived-events stages this process runs: both, or one, so that each stage of a busy service can have a core (a process) of its own. */
+  DERIVED_STAGES: namesOf(DERIVED_STAGE_NAMES),
   CONSUMER_STALL_TIMEOUT_MS: intFrom(60000, 1000),
   KAFKA_SESSION_TIMEOUT_MS: intFrom(30000, 6000),
   PRODUCER_FAILURES_UNHEALTHY: intFrom(5, 1),

@@ -13,6 +13,7 @@ import { partitionOfKey } from '../../shared/kafka/partitioner.ts';
 import { fieldsDecoder, PoisonRecordError, recordDecoder, type Decoded } from '../../shared/kafka/poison.ts';
 import type { Topics } from '../../shared/kafka/topics.ts';
 import { MAX_SEND_BYTES, sendRequests, TransactionalStage, type StageOutput } from '../../shared/kafka/transactional-stage.ts';
+import type { DerivedStage } from '../../shared/config.ts';
 import type { Logger } from '../../shared/logger.ts';
 import type { Metrics } from '../../shared/metrics.ts';
 import { applyEvent, applyTick, emptyState, newStep, type IntentSettings, type PartitionState, type RuleOptions, type SessionState, type VisitorState, sessionKey } from './intent-rules.ts';
@@ -37,6 +38,8 @@ export interface DerivedDeps {
   /** Most visitors, and most sessions, whose state is kept per tenant (over all partitions). */
   maxVisitorsPerTenant: number;
   maxSessionsPerTenant: number;
+  /** The stages this process runs (default both). */
+  stages?: readonly DerivedStage[];
 }
 
 /** How long an ended session is remembered, so that its late events do not open it again. */
@@ -92,6 +95,9 @@ export interface DerivedService {
  *
  * Sessions end by stream time: each owner writes a tick onto its partitions
  * every tickMs, so time is in the log and a replay decides the same.
+ *
+ * A process runs both stages, or one (`stages`): they meet only through the
+ * by-visitor log, so a busy service can give each its own process (a core).
  */
 export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
   const { kafka, admin, registry, store, topics, log, metrics } = deps;
@@ -133,166 +139,195 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
   // (intent-rules.ts, applyEvent), so nothing downstream happens twice; and
   // its read_committed reader no longer waits on twelve producers' open
   // transactions per partition.
-  const copies = new CoalescingSender({ kafka, log, name: 'derived.by-visitor' });
-  await copies.connect();
-  const repartition = new GroupConsumer<Route>({
-    ...member,
-    groupId: `${deps.groupPrefix}derived-repartition`,
-    topics: [topics.playerEvents],
-    decode: fieldsDecoder<Route>(registry, 'player-event', ['tenant_id', 'visitor_id', 'source']),
-    batches: {
-      flushMs: 0,
-      maxMessages: 5000,
-      handle: async (items) => {
-        // Per by-visitor partition (the one the visitor's key hashes to, as
-        // a keyed record would land), the copies in the order read, many to
-        // a record: the broker and the clients pay a record's cost per
-        // record, and one per event was most of this service's CPU.
-        const packs = new Map<number, { copies: { src_partition: number; src_offset: number; event: Buffer }[]; bytes: number }[]>();
-        for (const { record, message, partition } of items) {
-          if (record.kind !== 'value' || record.value.source === 'derived' || !message.value) continue;
-          const e = record.value;
-          const to = partitionOfKey(`${e.tenant_id}:${e.visitor_id}`, partitions);
-          const list = packs.get(to) ?? [];
-          packs.set(to, list);
-          let pack = list.at(-1);
-          if (!pack || (pack.bytes > 0 && pack.bytes + message.value.length > MAX_COPIES_BYTES)) list.push((pack = { copies: [], bytes: 0 }));
-          pack.copies.push({ src_partition: partition, src_offset: Number(message.offset), event: message.value });
-          pack.bytes += message.value.length + 16;
-        }
-        const out: StageOutput[] = [];
-        for (const [to, list] of packs) {
-          for (const { copies } of list) out.push({ topic: topics.derivedByVisitor, partition: to, key: null, value: registry.encode('visitor-copies', { copies }) });
-        }
-        // One request after another: were a later copy to land while an
-        // earlier one of its source partition failed, the intent stage would
-        // take the earlier, read again, for one it has counted.
-        for (const topicMessages of sendRequests(out, MAX_SEND_BYTES)) await copies.send(topicMessages);
-        metrics.derivedRecords.inc({ stage: 'repartition' }, items.length);
-      },
-    },
-  });
-
-  const changelog = new Changelog({ kafka, admin, topic: topics.derivedState, log, metrics, deadLetters: deps.deadLetters, stallMs: deps.stallMs });
-  const states = new Map<number, PartitionState>();
-  /** Per partition, the events of the batch in its transaction, counted once it commits. */
-  const tallies = new Map<number, number>();
-  const stateSize = () => {
-    let visitors = 0;
-    let sessions = 0;
-    for (const state of states.values()) {
-      visitors += state.visitors.size;
-      sessions += state.sessions.size + state.ended.size;
-    }
-    metrics.derivedStateKeys.set({ kind: 'visitor' }, visitors);
-    metrics.derivedStateKeys.set({ kind: 'session' }, sessions);
-  };
-  const intentGroup = `${deps.groupPrefix}derived-intent`;
-  const intent = new TransactionalStage<ByVisitor>({
-    ...member,
-    admin,
-    groupId: intentGroup,
-    transactionalIdPrefix: `${deps.groupPrefix}derived-intent`,
-    topics: [topics.derivedByVisitor],
-    decode: (message): Decoded<ByVisitor> => {
-      const tick = message.headers?.[TICK];
-      if (tick !== undefined) return { kind: 'value', value: { kind: 'tick', at: Number(String(tick)) } };
-      if (message.headers?.[SRC] !== undefined || message.headers?.['src-partition'] !== undefined) {
-        // One copy per record, as written before copies were packed.
-        const event = decodeEvent(message);
-        if (event.kind !== 'value') return event;
-        const [srcPartition, srcOffset] = sourceOf(message.headers);
-        return { kind: 'value', value: { kind: 'events', copies: [{ event: event.value, srcPartition, srcOffset }] } };
-      }
-      const packed = decodeCopies(message);
-      if (packed.kind !== 'value') return packed;
-      const copies = packed.value.copies.map(({ src_partition: srcPartition, src_offset: srcOffset, event: bytes }): Copy => {
-        try {
-          const event = decodeEvent({ value: bytes });
-          return event.kind === 'value' ? { event: event.value, srcPartition, srcOffset } : { poison: new PoisonRecordError('empty_value', 'tombstone'), bytes, srcPartition, srcOffset };
-        } catch (err) {
-          if (!(err instanceof PoisonRecordError)) throw err;
-          return { poison: err, bytes, srcPartition, srcOffset };
-        }
-      });
-      return { kind: 'value', value: { kind: 'events', copies } };
-    },
-    restore: async (partition) => {
-      await changelog.caughtUp(partition, intent.member.stopSignal);
-      const values = changelog.values(partition);
-      states.set(partition, restoreState(values));
-      stateSize();
-      return values.get(INPUT_OFFSET_KEY)?.toString('utf8');
-    },
-    // A copied event that breaks the record's rules, as it was read and where.
-    letters: (r): DeadLetter[] =>
-      r.kind === 'tick'
-        ? []
-        : r.copies.flatMap((c) =>
-            'poison' in c ? [{ topic: topics.playerEvents, partition: c.srcPartition, offset: String(c.srcOffset), key: null, value: c.bytes, reason: c.poison.reason, detail: c.poison.message, group: intentGroup }] : [],
-          ),
-    checkpoint: (partition, next) => ({ topic: topics.derivedState, partition, key: INPUT_OFFSET_KEY, value: Buffer.from(next) }),
-    process: (partition, records) => {
-      const state = states.get(partition)!;
-      // One step for the batch: its changes by key (the last state of each), its events in order.
-      const step = newStep();
-      let copied = 0;
-      for (const { record } of records) {
-        if (record.kind !== 'value') continue;
-        const r = record.value;
-        if (r.kind === 'tick') applyTick(state, r.at, rules, step);
-        else
-          for (const c of r.copies) {
-            copied++;
-            if ('event' in c) applyEvent(state, c.event, c.srcPartition, c.srcOffset, rules, step);
+  const startRepartition = async (): Promise<Stage> => {
+    const copies = new CoalescingSender({ kafka, log, name: 'derived.by-visitor' });
+    await copies.connect();
+    const repartition = new GroupConsumer<Route>({
+      ...member,
+      groupId: `${deps.groupPrefix}derived-repartition`,
+      topics: [topics.playerEvents],
+      decode: fieldsDecoder<Route>(registry, 'player-event', ['tenant_id', 'visitor_id', 'source']),
+      batches: {
+        flushMs: 0,
+        maxMessages: 5000,
+        handle: async (items) => {
+          // Per by-visitor partition (the one the visitor's key hashes to, as
+          // a keyed record would land), the copies in the order read, many to
+          // a record: the broker and the clients pay a record's cost per
+          // record, and one per event was most of this service's CPU.
+          const packs = new Map<number, { copies: { src_partition: number; src_offset: number; event: Buffer }[]; bytes: number }[]>();
+          for (const { record, message, partition } of items) {
+            if (record.kind !== 'value' || record.value.source === 'derived' || !message.value) continue;
+            const e = record.value;
+            const to = partitionOfKey(`${e.tenant_id}:${e.visitor_id}`, partitions);
+            const list = packs.get(to) ?? [];
+            packs.set(to, list);
+            let pack = list.at(-1);
+            if (!pack || (pack.bytes > 0 && pack.bytes + message.value.length > MAX_COPIES_BYTES)) list.push((pack = { copies: [], bytes: 0 }));
+            pack.copies.push({ src_partition: partition, src_offset: Number(message.offset), event: message.value });
+            pack.bytes += message.value.length + 16;
           }
-      }
-      const { events, changed, evicted } = step;
-      const out: StageOutput[] = events.map((e) => ({ topic: topics.playerEvents, key: playerEventKey(e.tenant_id, e.session_id), value: registry.encode('player-event', e) }));
-      tallies.set(partition, copied);
-      for (const [key, value] of changed) out.push({ topic: topics.derivedState, partition, key, value: value === null ? null : Buffer.from(JSON.stringify(value)) });
-      out.push({ topic: topics.derivedState, partition, key: STREAM_TIME_KEY, value: Buffer.from(JSON.stringify(state.streamTime)) });
-      for (const e of events) metrics.derivedEvents.inc({ event: e.event_name });
-      if (evicted.visitors > 0) metrics.derivedStateEvicted.inc({ kind: 'visitor' }, evicted.visitors);
-      if (evicted.sessions > 0) metrics.derivedStateEvicted.inc({ kind: 'session' }, evicted.sessions);
-      stateSize();
-      return out;
-    },
-    onCommitted: (partition, _n, _o, steps) => {
-      metrics.derivedRecords.inc({ stage: 'intent' }, tallies.get(partition) ?? 0);
-      tallies.delete(partition);
-      for (const step of ['send', 'offsets', 'commit'] as const) metrics.derivedTransactionSteps.observe({ stage: 'intent', step }, steps[step]);
-    },
-  });
+          const out: StageOutput[] = [];
+          for (const [to, list] of packs) {
+            for (const { copies } of list) out.push({ topic: topics.derivedByVisitor, partition: to, key: null, value: registry.encode('visitor-copies', { copies }) });
+          }
+          // One request after another: were a later copy to land while an
+          // earlier one of its source partition failed, the intent stage would
+          // take the earlier, read again, for one it has counted.
+          for (const topicMessages of sendRequests(out, MAX_SEND_BYTES)) await copies.send(topicMessages);
+          metrics.derivedRecords.inc({ stage: 'repartition' }, items.length);
+        },
+      },
+    });
+    await repartition.start();
+    return {
+      member: repartition,
+      health: () => groupProblems([repartition]),
+      stop: async () => {
+        await repartition.stop();
+        await copies.close();
+      },
+    };
+  };
 
-  const ticks: Producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
-  await ticks.connect();
-  await changelog.start();
-  await repartition.start();
-  await intent.start();
-  const timer = setInterval(() => {
-    const at = Date.now() - deps.latenessMs;
-    const owned = intent.owned;
-    if (owned.length === 0) return;
-    ticks
-      .send({ topic: topics.derivedByVisitor, messages: owned.map((partition) => ({ partition, key: TICK, value: Buffer.from(TICK), headers: { [TICK]: String(at) } })) })
-      .catch((err: Error) => log.warn({ err: { message: err.message } }, 'derived_tick_failed'));
-  }, deps.tickMs);
-  timer.unref();
-  log.info({ groups: [repartition.groupId, intent.groupId] }, 'derived_started');
+  const startIntent = async (): Promise<Stage> => {
+    const changelog = new Changelog({ kafka, admin, topic: topics.derivedState, log, metrics, deadLetters: deps.deadLetters, stallMs: deps.stallMs });
+    const states = new Map<number, PartitionState>();
+    /** Per partition, the events of the batch in its transaction, counted once it commits. */
+    const tallies = new Map<number, number>();
+    const stateSize = () => {
+      let visitors = 0;
+      let sessions = 0;
+      for (const state of states.values()) {
+        visitors += state.visitors.size;
+        sessions += state.sessions.size + state.ended.size;
+      }
+      metrics.derivedStateKeys.set({ kind: 'visitor' }, visitors);
+      metrics.derivedStateKeys.set({ kind: 'session' }, sessions);
+    };
+    const intentGroup = `${deps.groupPrefix}derived-intent`;
+    const intent = new TransactionalStage<ByVisitor>({
+      ...member,
+      admin,
+      groupId: intentGroup,
+      transactionalIdPrefix: `${deps.groupPrefix}derived-intent`,
+      topics: [topics.derivedByVisitor],
+      decode: (message): Decoded<ByVisitor> => {
+        const tick = message.headers?.[TICK];
+        if (tick !== undefined) return { kind: 'value', value: { kind: 'tick', at: Number(String(tick)) } };
+        if (message.headers?.[SRC] !== undefined || message.headers?.['src-partition'] !== undefined) {
+          // One copy per record, as written before copies were packed.
+          const event = decodeEvent(message);
+          if (event.kind !== 'value') return event;
+          const [srcPartition, srcOffset] = sourceOf(message.headers);
+          return { kind: 'value', value: { kind: 'events', copies: [{ event: event.value, srcPartition, srcOffset }] } };
+        }
+        const packed = decodeCopies(message);
+        if (packed.kind !== 'value') return packed;
+        const copies = packed.value.copies.map(({ src_partition: srcPartition, src_offset: srcOffset, event: bytes }): Copy => {
+          try {
+            const event = decodeEvent({ value: bytes });
+            return event.kind === 'value' ? { event: event.value, srcPartition, srcOffset } : { poison: new PoisonRecordError('empty_value', 'tombstone'), bytes, srcPartition, srcOffset };
+          } catch (err) {
+            if (!(err instanceof PoisonRecordError)) throw err;
+            return { poison: err, bytes, srcPartition, srcOffset };
+          }
+        });
+        return { kind: 'value', value: { kind: 'events', copies } };
+      },
+      restore: async (partition) => {
+        await changelog.caughtUp(partition, intent.member.stopSignal);
+        const values = changelog.values(partition);
+        states.set(partition, restoreState(values));
+        stateSize();
+        return values.get(INPUT_OFFSET_KEY)?.toString('utf8');
+      },
+      // A copied event that breaks the record's rules, as it was read and where.
+      letters: (r): DeadLetter[] =>
+        r.kind === 'tick'
+          ? []
+          : r.copies.flatMap((c) =>
+              'poison' in c ? [{ topic: topics.playerEvents, partition: c.srcPartition, offset: String(c.srcOffset), key: null, value: c.bytes, reason: c.poison.reason, detail: c.poison.message, group: intentGroup }] : [],
+            ),
+      checkpoint: (partition, next) => ({ topic: topics.derivedState, partition, key: INPUT_OFFSET_KEY, value: Buffer.from(next) }),
+      process: (partition, records) => {
+        const state = states.get(partition)!;
+        // One step for the batch: its changes by key (the last state of each), its events in order.
+        const step = newStep();
+        let copied = 0;
+        for (const { record } of records) {
+          if (record.kind !== 'value') continue;
+          const r = record.value;
+          if (r.kind === 'tick') applyTick(state, r.at, rules, step);
+          else
+            for (const c of r.copies) {
+              copied++;
+              if ('event' in c) applyEvent(state, c.event, c.srcPartition, c.srcOffset, rules, step);
+            }
+        }
+        const { events, changed, evicted } = step;
+        const out: StageOutput[] = events.map((e) => ({ topic: topics.playerEvents, key: playerEventKey(e.tenant_id, e.session_id), value: registry.encode('player-event', e) }));
+        tallies.set(partition, copied);
+        for (const [key, value] of changed) out.push({ topic: topics.derivedState, partition, key, value: value === null ? null : Buffer.from(JSON.stringify(value)) });
+        out.push({ topic: topics.derivedState, partition, key: STREAM_TIME_KEY, value: Buffer.from(JSON.stringify(state.streamTime)) });
+        for (const e of events) metrics.derivedEvents.inc({ event: e.event_name });
+        if (evicted.visitors > 0) metrics.derivedStateEvicted.inc({ kind: 'visitor' }, evicted.visitors);
+        if (evicted.sessions > 0) metrics.derivedStateEvicted.inc({ kind: 'session' }, evicted.sessions);
+        stateSize();
+        return out;
+      },
+      onCommitted: (partition, _n, _o, steps) => {
+        metrics.derivedRecords.inc({ stage: 'intent' }, tallies.get(partition) ?? 0);
+        tallies.delete(partition);
+        for (const step of ['send', 'offsets', 'commit'] as const) metrics.derivedTransactionSteps.observe({ stage: 'intent', step }, steps[step]);
+      },
+    });
+
+    const ticks: Producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
+    await ticks.connect();
+    await changelog.start();
+    await intent.start();
+    const timer = setInterval(() => {
+      const at = Date.now() - deps.latenessMs;
+      const owned = intent.owned;
+      if (owned.length === 0) return;
+      ticks
+        .send({ topic: topics.derivedByVisitor, messages: owned.map((partition) => ({ partition, key: TICK, value: Buffer.from(TICK), headers: { [TICK]: String(at) } })) })
+        .catch((err: Error) => log.warn({ err: { message: err.message } }, 'derived_tick_failed'));
+    }, deps.tickMs);
+    timer.unref();
+    return {
+      member: intent,
+      health: () => ({ ...groupProblems([intent]), ...(changelog.health() ? { [changelog.groupId]: changelog.health()! } : {}) }),
+      stop: async () => {
+        clearInterval(timer);
+        await intent.stop();
+        await changelog.stop();
+        await ticks.disconnect();
+      },
+    };
+  };
+
+  const runs = deps.stages ?? ['repartition', 'intent'];
+  const stages: Stage[] = [];
+  if (runs.includes('repartition')) stages.push(await startRepartition());
+  if (runs.includes('intent')) stages.push(await startIntent());
+  log.info({ groups: stages.map((s) => s.member.groupId) }, 'derived_started');
 
   return {
-    consumers: [repartition, intent].map((s) => ({ groupId: s.groupId, topics: s.topics })),
-    health: () => ({ ...groupProblems([repartition, intent]), ...(changelog.health() ? { [changelog.groupId]: changelog.health()! } : {}) }),
+    consumers: stages.map(({ member }) => ({ groupId: member.groupId, topics: member.topics })),
+    health: () => Object.assign({}, ...stages.map((s) => s.health())) as Record<string, string>,
     stop: async () => {
-      clearInterval(timer);
-      await repartition.stop();
-      await intent.stop();
-      await changelog.stop();
-      await copies.close();
-      await ticks.disconnect();
+      for (const s of stages) await s.stop();
     },
   };
+}
+
+/** A started stage: its consumer, its problems for /readyz, how it stops. */
+interface Stage {
+  member: { groupId: string; topics: readonly string[] };
+  health(): Record<string, string>;
+  stop(): Promise<void>;
 }
 
 /** Where a by-visitor record's event was read: [partition, offset], -1 for what its headers do not say. */
