@@ -24,6 +24,8 @@ export interface DerivedDrainRound {
   projectorCpuUs: { service: number; broker: number };
   /** Seconds from the derived-events service's first commit until each of its stages had no lag: which stage held the drain. */
   stagesDoneSec: { repartition: number; intent: number };
+  /** The same backlog through the service as two processes, one per stage (DERIVED_STAGES); CPU of both processes. */
+  split: { perSec: number; ratio: number; cpuUs: { service: number; broker: number } };
 }
 
 export interface DerivedDrainResult {
@@ -35,15 +37,19 @@ export interface DerivedDrainResult {
   /** Medians over the rounds of the service process's CPU per event (µs). */
   derivedCpuUsMedian: number;
   projectorCpuUsMedian: number;
+  splitMedian: number;
+  splitRatioMedian: number;
+  splitCpuUsMedian: number;
   /** BENCH_DERIVED_PROFILE=1: where the derived-events process's CPU went in the last round (V8 profiler on while draining). */
   profile?: { summary: ProfileSummary; events: number };
 }
 
-/** CPU seconds of the worker and the broker so far; answers a function that gives µs per event since. */
-function cpuPerEvent(pids: { service: number | undefined; broker: number | undefined }, events: number): () => { service: number; broker: number } {
-  const service = cpuSeconds(pids.service);
+/** CPU seconds of the workers and the broker so far; answers a function that gives µs per event since. */
+function cpuPerEvent(pids: { service: (number | undefined)[]; broker: number | undefined }, events: number): () => { service: number; broker: number } {
+  const workers = () => pids.service.reduce<number>((sum, pid) => sum + cpuSeconds(pid), 0);
+  const service = workers();
   const broker = cpuSeconds(pids.broker);
-  return () => ({ service: ((cpuSeconds(pids.service) - service) * 1e6) / events, broker: ((cpuSeconds(pids.broker) - broker) * 1e6) / events });
+  return () => ({ service: ((workers() - service) * 1e6) / events, broker: ((cpuSeconds(pids.broker) - broker) * 1e6) / events });
 }
 
 /** Records of `topic` the group has not committed, or undefined while its coordinator cannot say. */
@@ -111,12 +117,13 @@ export async function benchDerivedDrain(ctx: BenchContext, opts: { events: numbe
       ctx.progress(`${name}: pre-loading ${opts.events} events`);
       await preloadEvents(ctx, registry, topics.playerEvents, opts.events);
 
-      // The order alternates by round, so that neither always drains first.
+      // The order rotates by round, so that none always drains first.
       let derivedPerSec = Number.NaN;
       let derivedCpuUs = { service: Number.NaN, broker: Number.NaN };
       let stagesDoneSec = { repartition: Number.NaN, intent: Number.NaN };
       let projectorPerSec = Number.NaN;
       let projectorCpuUs = { service: Number.NaN, broker: Number.NaN };
+      let split = { perSec: Number.NaN, cpuUs: { service: Number.NaN, broker: Number.NaN } };
       const drainDerived = async () => {
         ctx.progress(`${name}: the derived-events service`);
         const { worker: derived } = await ctx.startWorker(name, 'derived');
@@ -124,7 +131,7 @@ export async function benchDerivedDrain(ctx: BenchContext, opts: { events: numbe
         const profiled = opts.profile === true && r === opts.rounds;
         try {
           if (profiled) await derived.rpc({ op: 'profileStart' });
-          const cpu = cpuPerEvent({ service: derived.pid, broker: ctx.brokerPid }, opts.events);
+          const cpu = cpuPerEvent({ service: [derived.pid], broker: ctx.brokerPid }, opts.events);
           const drained = await timeDrain(
             admin,
             [
@@ -146,19 +153,55 @@ export async function benchDerivedDrain(ctx: BenchContext, opts: { events: numbe
         ctx.progress(`${name}: the projector on the same backlog`);
         const { worker: projector } = await ctx.startWorker(`${name}-projector`, 'projector', { KAFKA_TOPIC_PREFIX: prefix });
         try {
-          const cpu = cpuPerEvent({ service: projector.pid, broker: ctx.brokerPid }, opts.events);
+          const cpu = cpuPerEvent({ service: [projector.pid], broker: ctx.brokerPid }, opts.events);
           projectorPerSec = (await timeDrain(admin, [[`${prefix}projector`, topics.playerEvents]], opts.events, opts.timeoutMs)).perSec;
           projectorCpuUs = cpu();
         } finally {
           await projector.stop();
         }
       };
-      for (const drain of r % 2 === 0 ? [drainDerived, drainProjector] : [drainProjector, drainDerived]) await drain();
-      const round = { events: opts.events, derivedPerSec, projectorPerSec, ratio: derivedPerSec / projectorPerSec, derivedCpuUs, projectorCpuUs, stagesDoneSec };
+      const drainSplit = async () => {
+        // The same backlog, loaded again under a prefix of its own: the
+        // service's groups and topics are named by the prefix.
+        const splitPrefix = `bench-${ctx.runId}-${name}-split.`;
+        const splitTopics = await freshTopics(ctx, splitPrefix);
+        await preloadEvents(ctx, registry, splitTopics.playerEvents, opts.events);
+        ctx.progress(`${name}: the derived-events service, a process per stage`);
+        const env = { KAFKA_TOPIC_PREFIX: splitPrefix };
+        const { worker: intent } = await ctx.startWorker(`${name}-split-intent`, 'derived', { ...env, DERIVED_STAGES: 'intent' });
+        try {
+          const { worker: repartition } = await ctx.startWorker(`${name}-split-repartition`, 'derived', { ...env, DERIVED_STAGES: 'repartition' });
+          try {
+            const cpu = cpuPerEvent({ service: [intent.pid, repartition.pid], broker: ctx.brokerPid }, opts.events);
+            const watch: [string, string][] = [
+              [`${splitPrefix}derived-repartition`, splitTopics.playerEvents],
+              [`${splitPrefix}derived-intent`, splitTopics.derivedByVisitor],
+            ];
+            split = { perSec: (await timeDrain(admin, watch, opts.events, opts.timeoutMs)).perSec, cpuUs: cpu() };
+          } finally {
+            await repartition.stop();
+          }
+        } finally {
+          await intent.stop();
+        }
+      };
+      const drains = [drainDerived, drainProjector, drainSplit];
+      for (let i = 0; i < drains.length; i++) await drains[(r + i) % drains.length]!();
+      const round = {
+        events: opts.events,
+        derivedPerSec,
+        projectorPerSec,
+        ratio: derivedPerSec / projectorPerSec,
+        derivedCpuUs,
+        projectorCpuUs,
+        stagesDoneSec,
+        split: { ...split, ratio: split.perSec / projectorPerSec },
+      };
       if (!warmUp) rounds.push(round);
       ctx.progress(
         `${name}: derived ${Math.round(derivedPerSec)} events/s, projector ${Math.round(projectorPerSec)} events/s, ratio ${round.ratio.toFixed(2)}; ` +
-          `CPU µs/event derived ${derivedCpuUs.service.toFixed(0)} (broker ${derivedCpuUs.broker.toFixed(0)}), projector ${projectorCpuUs.service.toFixed(0)} (broker ${projectorCpuUs.broker.toFixed(0)})`,
+          `CPU µs/event derived ${derivedCpuUs.service.toFixed(0)} (broker ${derivedCpuUs.broker.toFixed(0)}), projector ${projectorCpuUs.service.toFixed(0)} (broker ${projectorCpuUs.broker.toFixed(0)}); ` +
+          `a process per stage ${Math.round(split.perSec)} events/s, ratio ${round.split.ratio.toFixed(2)}`,
       );
     }
   } finally {
@@ -171,6 +214,9 @@ export async function benchDerivedDrain(ctx: BenchContext, opts: { events: numbe
     ratioMedian: median(rounds.map((r) => r.ratio)),
     derivedCpuUsMedian: median(rounds.map((r) => r.derivedCpuUs.service)),
     projectorCpuUsMedian: median(rounds.map((r) => r.projectorCpuUs.service)),
+    splitMedian: median(rounds.map((r) => r.split.perSec)),
+    splitRatioMedian: median(rounds.map((r) => r.split.ratio)),
+    splitCpuUsMedian: median(rounds.map((r) => r.split.cpuUs.service)),
     profile,
   };
 }

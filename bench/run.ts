@@ -533,11 +533,11 @@ function reportFanoutDrain(drain: FanoutDrainResult): void {
 function reportDerivedDrain(d: DerivedDrainResult): void {
   out('## 6. Derived events draining a backlog, beside the projector on the same backlog');
   out(loadNote('derived'));
-  out(`${fmtInt(d.rounds[0]?.events ?? 0)} events pre-loaded per round, ${d.rounds.length} rounds (fresh topics each): SERVICES=derived until both its groups have committed to the end (repartition at least once, intent exactly once), and SERVICES=projector over the same topic; the projector first in odd rounds, derived-events in even ones; after a warm-up round of both that is not counted (the broker's JIT)`);
+  out(`${fmtInt(d.rounds[0]?.events ?? 0)} events pre-loaded per round, ${d.rounds.length} rounds (fresh topics each): SERVICES=derived until both its groups have committed to the end (repartition at least once, intent exactly once), SERVICES=projector over the same topic, and the derived-events service as two processes (DERIVED_STAGES=repartition, DERIVED_STAGES=intent) over the same backlog loaded again; which drains first rotates by round; after a warm-up round of all three that is not counted (the broker's JIT)`);
   out();
   out(
     table([
-      ['round', 'derived-events', 'projector', 'derived / projector', 'CPU µs/event derived (broker)', 'projector (broker)', 'repartition / intent done'],
+      ['round', 'derived-events', 'projector', 'derived / projector', 'CPU µs/event derived (broker)', 'projector (broker)', 'repartition / intent done', 'a process per stage', '/ projector', 'CPU µs/event (broker)'],
       ...d.rounds.map((r, i) => [
         String(i + 1),
         `${fmtInt(r.derivedPerSec)}/s`,
@@ -546,6 +546,9 @@ function reportDerivedDrain(d: DerivedDrainResult): void {
         `${fmtInt(r.derivedCpuUs.service)} (${fmtInt(r.derivedCpuUs.broker)})`,
         `${fmtInt(r.projectorCpuUs.service)} (${fmtInt(r.projectorCpuUs.broker)})`,
         `${r.stagesDoneSec.repartition.toFixed(1)} / ${r.stagesDoneSec.intent.toFixed(1)} s`,
+        `${fmtInt(r.split.perSec)}/s`,
+        fmtRatio(r.split.ratio),
+        `${fmtInt(r.split.cpuUs.service)} (${fmtInt(r.split.cpuUs.broker)})`,
       ]),
     ]),
   );
@@ -553,6 +556,7 @@ function reportDerivedDrain(d: DerivedDrainResult): void {
   out(`derived-events drain (median)        ${fmtInt(d.derivedMedian)} events/s`);
   out(`projector, same backlog (median)     ${fmtInt(d.projectorMedian)} events/s`);
   out(`derived / projector (median of rounds) ${fmtRatio(d.ratioMedian)}  (goal ≥ 0.80×)`);
+  out(`a process per stage (median)         ${fmtInt(d.splitMedian)} events/s, / projector ${fmtRatio(d.splitRatioMedian)}, CPU ${fmtInt(d.splitCpuUsMedian)} µs/event (both processes)`);
   out(`CPU per event of the service process (median) derived ${fmtInt(d.derivedCpuUsMedian)} µs, projector ${fmtInt(d.projectorCpuUsMedian)} µs (from the stack being up until drained)`);
   out();
   if (d.profile) {
