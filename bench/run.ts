@@ -99,7 +99,8 @@ const PLAN = {
   /** BENCH_DRAIN_SERVICES: the drain phase's SERVICES (default the fan-out alone; every service = a process restarted after downtime). */
   fanoutDrainServices: process.env.BENCH_DRAIN_SERVICES ?? 'fanout',
   /** Events of the derived-events drain phase's backlog, per round. */
-  derivedDrainEvents: Number(process.env.BENCH_DERIVED_EVENTS) || (QUICK ? 20_000 : 100_000),
+  // 300k: a drain of several seconds, so that a stack's start and its first batches weigh little.
+  derivedDrainEvents: Number(process.env.BENCH_DERIVED_EVENTS) || (QUICK ? 20_000 : 300_000),
   derivedDrainRounds: Number(process.env.BENCH_DERIVED_ROUNDS) || (QUICK ? 1 : 3),
   /** BENCH_FRESHNESS_RATES (events/s, comma-separated): one freshness phase per rate, each on its own tenant. */
   freshnessRates: (process.env.BENCH_FRESHNESS_RATES ?? '5000,20000').split(',').map(Number).filter((r) => r > 0),
