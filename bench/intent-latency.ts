@@ -35,8 +35,12 @@ const ROUND_MS = Number(process.env.BENCH_INTENT_ROUND_MS ?? 20_000);
 const ROUNDS = Number(process.env.BENCH_INTENT_ROUNDS ?? 3);
 const BATCH = 50;
 const CROSS_EVERY_MS = 100;
-/** BENCH_INTENT_SPLIT=1: the derived-events service in a process of its own (the others in one), as a deployment may run it. */
-const SPLIT = process.env.BENCH_INTENT_SPLIT === '1';
+/**
+ * BENCH_INTENT_SPLIT=1: the derived-events service in a process of its own (the others in one), as a deployment may run it;
+ * BENCH_INTENT_SPLIT=stages: in two, one per stage (DERIVED_STAGES), the intent stage's being the one measured and profiled.
+ */
+const STAGES = process.env.BENCH_INTENT_SPLIT === 'stages';
+const SPLIT = process.env.BENCH_INTENT_SPLIT === '1' || STAGES;
 /** BENCH_INTENT_PROFILE=1 (with the split): the derived-events process under the V8 profiler over the rounds, where its CPU goes. */
 const PROFILE = SPLIT && process.env.BENCH_INTENT_PROFILE === '1';
 /** The key of a crossing visitor's record: `<tenant>:ses_<round>_<i>` or `<tenant>:vis_<round>_<i>` (ordinary viewing is `ses_v…`). */
@@ -68,7 +72,7 @@ async function main(): Promise<void> {
     out(`command     npm run bench:intent`);
     out(`date        ${new Date().toISOString()}`);
     out(`machine     ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'unknown CPU'}, load avg ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} at start`);
-    out(`stack       ${SPLIT ? 'SERVICES=derived in one process, every other service in another' : 'every service in one process'}`);
+    out(`stack       ${STAGES ? 'SERVICES=derived in two processes (DERIVED_STAGES=intent, DERIVED_STAGES=repartition), every other service in another' : SPLIT ? 'SERVICES=derived in one process, every other service in another' : 'every service in one process'}`);
     out(`load        ${fmtInt(RATE)} events/s in requests of ${BATCH} (ordinary viewing), one crossing click every ${CROSS_EVERY_MS} ms; ${ROUNDS} rounds of ${ROUND_MS / 1000} s after a warm-up round`);
     const { brokers, brokerPid } = await benchBrokers(run, process.env.KAFKA_BROKERS?.trim(), 12, progress);
     const rx = await startHttpsReceiver();
@@ -108,10 +112,16 @@ async function main(): Promise<void> {
     let derivedPid: number | undefined;
     let derivedWorker: StackWorker | undefined;
     if (SPLIT) {
-      const derived = (derivedWorker = await StackWorker.start({ name: 'intent-derived', logDir: run.tmp, env: stackEnv('intent-derived', 'derived') }));
+      const derived = (derivedWorker = await StackWorker.start({ name: 'intent-derived', logDir: run.tmp, env: { ...stackEnv('intent-derived', 'derived'), ...(STAGES ? { DERIVED_STAGES: 'intent' } : {}) } }));
       run.cleanups.push(() => derived.stop());
       derivedUrl = derived.ready.url;
       derivedPid = derived.pid;
+    }
+    let repartitionPid: number | undefined;
+    if (STAGES) {
+      const repartition = await StackWorker.start({ name: 'intent-repartition', logDir: run.tmp, env: { ...stackEnv('intent-repartition', 'derived'), DERIVED_STAGES: 'repartition' } });
+      run.cleanups.push(() => repartition.stop());
+      repartitionPid = repartition.pid;
     }
     const client = new HttpClient(worker.ready.url, 64);
     run.cleanups.push(async () => client.close());
@@ -238,7 +248,13 @@ async function main(): Promise<void> {
     const txSteps = async () => (await derivedMetrics.request('GET', '/metrics')).body;
     const txBefore = await txSteps();
     // Where the machine's cores go while the rounds run (a p99 in seconds is a queue for the CPU).
-    const meter = new CpuMeter(SPLIT ? { bench: process.pid, 'stack without derived': worker.pid, derived: derivedPid, broker: brokerPid } : { bench: process.pid, stack: worker.pid, broker: brokerPid });
+    const meter = new CpuMeter(
+      STAGES
+        ? { bench: process.pid, 'stack without derived': worker.pid, 'derived intent': derivedPid, 'derived repartition': repartitionPid, broker: brokerPid }
+        : SPLIT
+          ? { bench: process.pid, 'stack without derived': worker.pid, derived: derivedPid, broker: brokerPid }
+          : { bench: process.pid, stack: worker.pid, broker: brokerPid },
+    );
     meter.start();
     if (PROFILE) await derivedWorker!.rpc({ op: 'profileStart' });
     const rounds: Round[] = [];
