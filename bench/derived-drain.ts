@@ -7,6 +7,7 @@ import { freshTopics, preloadEvents } from './preload.ts';
 import { median } from './stats.ts';
 import { summarizeProfile, type CpuProfile, type ProfileSummary } from './cpu-profile.ts';
 import { groupLags } from '../test/helpers/kafka-inspect.ts';
+import type { StackWorker } from './worker-client.ts';
 
 export interface DerivedDrainRound {
   events: number;
@@ -50,6 +51,14 @@ function cpuPerEvent(pids: { service: (number | undefined)[]; broker: number | u
   const service = workers();
   const broker = cpuSeconds(pids.broker);
   return () => ({ service: ((workers() - service) * 1e6) / events, broker: ((cpuSeconds(pids.broker) - broker) * 1e6) / events });
+}
+
+/** The derived-events service's groups under `prefix`, each with the topic it reads: the repartition's, then the intent stage's. */
+function derivedGroups(prefix: string, topics: Topics): [string, string][] {
+  return [
+    [`${prefix}derived-repartition`, topics.playerEvents],
+    [`${prefix}derived-intent`, topics.derivedByVisitor],
+  ];
 }
 
 /** Records of `topic` the group has not committed, or undefined while its coordinator cannot say. */
@@ -132,15 +141,7 @@ export async function benchDerivedDrain(ctx: BenchContext, opts: { events: numbe
         try {
           if (profiled) await derived.rpc({ op: 'profileStart' });
           const cpu = cpuPerEvent({ service: [derived.pid], broker: ctx.brokerPid }, opts.events);
-          const drained = await timeDrain(
-            admin,
-            [
-              [`${prefix}derived-repartition`, topics.playerEvents],
-              [`${prefix}derived-intent`, topics.derivedByVisitor],
-            ],
-            opts.events,
-            opts.timeoutMs,
-          );
+          const drained = await timeDrain(admin, derivedGroups(prefix, topics), opts.events, opts.timeoutMs);
           derivedPerSec = drained.perSec;
           stagesDoneSec = { repartition: drained.doneSec[0]!, intent: drained.doneSec[1]! };
           derivedCpuUs = cpu();
@@ -167,22 +168,15 @@ export async function benchDerivedDrain(ctx: BenchContext, opts: { events: numbe
         const splitTopics = await freshTopics(ctx, splitPrefix);
         await preloadEvents(ctx, registry, splitTopics.playerEvents, opts.events);
         ctx.progress(`${name}: the derived-events service, a process per stage`);
-        const env = { KAFKA_TOPIC_PREFIX: splitPrefix };
-        const { worker: intent } = await ctx.startWorker(`${name}-split-intent`, 'derived', { ...env, DERIVED_STAGES: 'intent' });
+        const workers: StackWorker[] = [];
         try {
-          const { worker: repartition } = await ctx.startWorker(`${name}-split-repartition`, 'derived', { ...env, DERIVED_STAGES: 'repartition' });
-          try {
-            const cpu = cpuPerEvent({ service: [intent.pid, repartition.pid], broker: ctx.brokerPid }, opts.events);
-            const watch: [string, string][] = [
-              [`${splitPrefix}derived-repartition`, splitTopics.playerEvents],
-              [`${splitPrefix}derived-intent`, splitTopics.derivedByVisitor],
-            ];
-            split = { perSec: (await timeDrain(admin, watch, opts.events, opts.timeoutMs)).perSec, cpuUs: cpu() };
-          } finally {
-            await repartition.stop();
+          for (const stage of ['intent', 'repartition']) {
+            workers.push((await ctx.startWorker(`${name}-split-${stage}`, 'derived', { KAFKA_TOPIC_PREFIX: splitPrefix, DERIVED_STAGES: stage })).worker);
           }
+          const cpu = cpuPerEvent({ service: workers.map((w) => w.pid), broker: ctx.brokerPid }, opts.events);
+          split = { perSec: (await timeDrain(admin, derivedGroups(splitPrefix, splitTopics), opts.events, opts.timeoutMs)).perSec, cpuUs: cpu() };
         } finally {
-          await intent.stop();
+          for (const w of workers.reverse()) await w.stop();
         }
       };
       const drains = [drainDerived, drainProjector, drainSplit];

@@ -13,7 +13,7 @@ import { partitionOfKey } from '../../shared/kafka/partitioner.ts';
 import { fieldsDecoder, PoisonRecordError, recordDecoder, type Decoded } from '../../shared/kafka/poison.ts';
 import type { Topics } from '../../shared/kafka/topics.ts';
 import { MAX_SEND_BYTES, sendRequests, TransactionalStage, type StageOutput } from '../../shared/kafka/transactional-stage.ts';
-import type { DerivedStage } from '../../shared/config.ts';
+import { DERIVED_STAGE_NAMES, type DerivedStage } from '../../shared/config.ts';
 import type { Logger } from '../../shared/logger.ts';
 import type { Metrics } from '../../shared/metrics.ts';
 import { applyEvent, applyTick, emptyState, newStep, type IntentSettings, type PartitionState, type RuleOptions, type SessionState, type VisitorState, sessionKey } from './intent-rules.ts';
@@ -308,7 +308,7 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
     };
   };
 
-  const runs = deps.stages ?? ['repartition', 'intent'];
+  const runs = deps.stages ?? DERIVED_STAGE_NAMES;
   const stages: Stage[] = [];
   if (runs.includes('repartition')) stages.push(await startRepartition());
   if (runs.includes('intent')) stages.push(await startIntent());
