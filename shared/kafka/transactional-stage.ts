@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { Admin, EachBatchPayload, KafkaMessage, Message, Producer } from 'kafkajs';
 import { GroupMember, type GroupMemberOptions } from './group-member.ts';
 import { messageBytes } from './coalescing-sender.ts';
@@ -13,13 +14,20 @@ export interface StageOutput extends Message {
 
 export interface TransactionalStageOptions<T> extends GroupMemberOptions<T> {
   admin: Admin;
-  /** Prefix of the stage's transactional ids: one per input partition, `<prefix>-<partition>`. */
+  /** Prefix of the process's transactional id, `<prefix>-<random>`. */
   transactionalIdPrefix: string;
   /**
+   * How long a transaction may stay open before the broker aborts it
+   * (default 10 s, as Kafka Streams): a killed process's open transaction
+   * holds its partitions' read_committed readers that long.
+   */
+  transactionTimeoutMs?: number;
+  /**
    * Called when the stage takes a partition on (at every assignment, and
-   * after a failed transaction), once the partition's previous writer is
-   * fenced: load its state as of the committed offset. Resolves to the input
-   * offset the state was written at (its `checkpoint`), when it keeps one.
+   * after a failed transaction): load its state through every record written
+   * to it so far, committed or aborted, which waits for a previous owner's
+   * open transaction. Resolves to the input offset the state was written at
+   * (its `checkpoint`), when it keeps one.
    */
   restore: (partition: number) => Promise<string | undefined>;
   /**
@@ -91,38 +99,67 @@ export function sendRequests(outputs: readonly StageOutput[], maxBytes: number):
   return requests;
 }
 
-interface Owned {
-  generation: number;
-  producer: Producer;
+/** A batch's part of a transaction: its partition's outputs and the offset to commit. */
+interface Entry {
+  topic: string;
+  partition: number;
+  outputs: StageOutput[];
+  next: string;
+}
+
+/** Batches of several partitions committed in one transaction, under the group generation they were read in. */
+interface Window {
+  generationId: number;
+  memberId: string;
+  entries: Entry[];
+  done: Promise<TransactionSteps>;
+  resolve: (steps: TransactionSteps) => void;
+  reject: (err: unknown) => void;
 }
 
 /**
- * Consume, transform and produce exactly once: each fetched batch's output
- * and its input offset are written in one Kafka transaction, by the
- * transactional producer of the input partition (`<prefix>-<partition>`, the
- * design of Kafka Streams before KIP-447). When a member takes a partition
- * on, it starts that producer anew, which aborts whatever transaction a
- * previous owner left open (killed, or cut off in a rebalance) and fences
- * that owner out; only then does it read the committed offset and restore
- * the state, so nothing is written twice and nothing is skipped. The
- * member's input is read `read_committed`.
+ * Consume, transform and produce exactly once: the outputs of fetched
+ * batches and their input offsets are written in one Kafka transaction.
+ * One transactional producer per process, as Kafka Streams does since
+ * KIP-447: the batches of every partition read at about the same time
+ * share a transaction (a group commit: while one commits, the next
+ * gathers), and the offsets go with the consumer's generation and member
+ * id (TxnOffsetCommit v3), so the group coordinator refuses them from a
+ * member whose generation is over: a zombie's transaction aborts.
  *
- * NOTE: one producer per owned partition: kafkajs has no consumer-group
- * fencing of transactions (KIP-447), which would allow one per process.
+ * When a member takes a partition on, `restore` first reads the
+ * partition's state through every record written to it so far, which
+ * waits for a previous owner's open transaction to end (each one writes
+ * the partition's checkpoint before its offsets); only then does it read
+ * the committed offset, so nothing is written twice and nothing is
+ * skipped. A transaction that fails takes each of its partitions on
+ * afresh. The member's input is read `read_committed`.
  */
 export class TransactionalStage<T> {
   readonly member: GroupMember<T>;
   readonly #opts: TransactionalStageOptions<T>;
-  readonly #owned = new Map<number, Owned>();
+  /** Per partition taken on, the member's generation it was taken on in. */
+  readonly #taken = new Map<number, number>();
   /** Per partition, take-ons refused in a row for a restore behind the committed offset. */
   readonly #refused = new Map<number, number>();
+  readonly #transactionalId: string;
+  #producer: Promise<Producer> | undefined;
   #generation = 0;
+  /** The consumer's generation and member id in its group, as of its last join. */
+  #group = { generationId: -1, memberId: '' };
+  /** The window batches join; closed windows wait in `#closed` (one of another generation, while one commits). */
+  #gathering: Window | undefined;
+  readonly #closed: Window[] = [];
+  #committing = false;
 
   constructor(opts: TransactionalStageOptions<T>) {
     this.#opts = opts;
+    // A process's own id: a process killed in a transaction leaves it open
+    // until the transaction timeout aborts it.
+    this.#transactionalId = `${opts.transactionalIdPrefix}-${randomUUID()}`;
     this.member = new GroupMember<T>(
-      // Larger fetches than the other consumers: each batch costs a
-      // transaction (five requests to the broker), which more records share.
+      // Larger fetches than the other consumers: each transaction costs five
+      // requests to the broker, which more records share.
       { ...opts, consumer: { maxWaitTimeInMs: 50, maxBytes: 4 * 1024 * 1024, maxBytesPerPartition: 1024 * 1024, ...opts.consumer, readUncommitted: false } },
       {
         onRevoked: () => {
@@ -131,9 +168,13 @@ export class TransactionalStage<T> {
         // Markers are committed with the next batch's transaction.
         onSkippedRecords: () => undefined,
         busy: () => this.member.failing !== undefined,
-        run: (consumer) => consumer.run({ autoCommit: false, eachBatchAutoResolve: false, partitionsConsumedConcurrently: 8, eachBatch: (p) => this.#eachBatch(p) }),
+        // Every owned partition's batch at once, so that one transaction takes them all.
+        run: (consumer) => consumer.run({ autoCommit: false, eachBatchAutoResolve: false, partitionsConsumedConcurrently: 64, eachBatch: (p) => this.#eachBatch(p) }),
       },
     );
+    this.member.consumer.on(this.member.consumer.events.GROUP_JOIN, (e) => {
+      this.#group = { generationId: e.payload.generationId, memberId: e.payload.memberId };
+    });
   }
 
   get groupId(): string {
@@ -146,7 +187,7 @@ export class TransactionalStage<T> {
 
   /** The partitions of the input this member owns and has taken on. */
   get owned(): number[] {
-    return [...this.#owned.keys()].filter((p) => this.member.owns(this.topics[0]!, p));
+    return [...this.#taken.keys()].filter((p) => this.member.owns(this.topics[0]!, p));
   }
 
   health(now?: number): string | undefined {
@@ -157,28 +198,30 @@ export class TransactionalStage<T> {
     return this.member.start();
   }
 
-  /** Stops fetching; the batch in hand finishes its transaction; leaves the group. */
+  /** Stops fetching; the batches in hand finish their transaction; leaves the group. */
   async stop(): Promise<void> {
     this.member.beginStop();
     await this.member.consumer.disconnect();
-    await Promise.all([...this.#owned.values()].map((o) => o.producer.disconnect().catch(() => undefined)));
-    this.#owned.clear();
+    const producer = this.#producer;
+    this.#producer = undefined;
+    this.#taken.clear();
+    await producer?.then((p) => p.disconnect()).catch(() => undefined);
   }
 
   async #eachBatch({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
     const { topic, partition, messages } = batch;
     const current = this.member.batchCheck({ isRunning, isStale });
     if (!current()) return;
-    let owned = this.#owned.get(partition);
-    if (!owned || owned.generation !== this.#generation) {
+    if (this.#taken.get(partition) !== this.#generation) {
+      let taken: boolean;
       try {
-        owned = await this.#takeOn(topic, partition, messages[0]?.offset ?? batch.firstOffset() ?? '0');
+        taken = await this.#takeOn(topic, partition, messages[0]?.offset ?? batch.firstOffset() ?? '0');
       } catch (err) {
         // Taken on again with the next fetch (kafkajs retries the batch).
         this.member.transientFailure(err);
         throw err;
       }
-      if (!owned) return;
+      if (!taken) return;
     }
     if (messages.length === 0 || !current()) return;
 
@@ -198,26 +241,14 @@ export class TransactionalStage<T> {
     // this batch would now change under it.
     if (!current()) return;
     const next = String(BigInt(batch.lastOffset()) + 1n);
-    let outputs: StageOutput[] = [];
-    let steps: TransactionSteps = { send: 0, offsets: 0, commit: 0 };
-    const tx = await owned.producer.transaction();
+    const outputs = this.#opts.process(partition, records);
+    if (this.#opts.checkpoint) outputs.push(this.#opts.checkpoint(partition, next));
+    let steps: TransactionSteps;
     try {
-      outputs = this.#opts.process(partition, records);
-      if (this.#opts.checkpoint) outputs.push(this.#opts.checkpoint(partition, next));
-      const t0 = performance.now();
-      for (const topicMessages of sendRequests(outputs, MAX_SEND_BYTES)) await tx.sendBatch({ topicMessages });
-      const t1 = performance.now();
-      await tx.sendOffsets({ consumerGroupId: this.groupId, topics: [{ topic, partitions: [{ partition, offset: next }] }] });
-      const t2 = performance.now();
-      await tx.commit();
-      steps = { send: (t1 - t0) / 1000, offsets: (t2 - t1) / 1000, commit: (performance.now() - t2) / 1000 };
+      steps = await this.#join({ topic, partition, outputs, next });
     } catch (err) {
-      await tx.abort().catch(() => undefined);
-      // The state moved past what was committed: take the partition on
-      // afresh (restore, and read from the committed offset) before the next
-      // batch, unless a later take-on (after a crash) already has.
-      if (this.#owned.get(partition) === owned) this.#owned.delete(partition);
-      await owned.producer.disconnect().catch(() => undefined);
+      // The state moved past what was committed: the partition is taken on
+      // afresh (restored, and read from the committed offset) before its next batch.
       this.member.transientFailure(err);
       throw err;
     }
@@ -228,51 +259,116 @@ export class TransactionalStage<T> {
     await heartbeat();
   }
 
-  /**
-   * Starts the partition's producer (fencing its previous writer), restores
-   * its state and makes sure reading goes on from the committed offset.
-   * Undefined when the fetch was not from there (it was sought back).
-   */
-  async #takeOn(topic: string, partition: number, fetchedFrom: string): Promise<Owned | undefined> {
-    const generation = this.#generation;
-    const old = this.#owned.get(partition);
-    this.#owned.delete(partition);
-    await old?.producer.disconnect().catch(() => undefined);
-    const producer = this.#opts.kafka.producer({
-      transactionalId: `${this.#opts.transactionalIdPrefix}-${partition}`,
-      idempotent: true,
-      maxInFlightRequests: 1,
-      createPartitioner: JavaCompatiblePartitioner,
-      retry: TRANSACTIONAL_RETRY,
-    });
-    let at: string;
-    try {
-      await producer.connect();
-      // After the fence: a transaction of the previous owner is now committed or aborted.
-      const [committed] = await this.#opts.admin.fetchOffsets({ groupId: this.groupId, topics: [topic] });
-      at = committed?.partitions.find((p) => p.partition === partition)?.offset ?? '-1';
-      const restoredAt = await this.#opts.restore(partition);
-      // A state ahead of the offset is a replay (the group was reset): what it
-      // reads again, the state has counted. Behind, it would count it twice.
-      if (restoredAt !== undefined && at !== '-1' && BigInt(restoredAt) < BigInt(at)) {
-        const refused = (this.#refused.get(partition) ?? 0) + 1;
-        if (refused <= (this.#opts.behindRefusals ?? 5)) {
-          this.#refused.set(partition, refused);
-          throw new Error(`partition ${partition}: restored state is at input offset ${restoredAt}, behind the committed ${at}`);
-        }
-        this.member.log.warn({ partition, restored_at: restoredAt, committed: at, refused }, 'stage_restore_behind_accepted');
+  /** Adds a batch to the window of the current generation; resolves once its transaction commits. */
+  #join(entry: Entry): Promise<TransactionSteps> {
+    const { generationId, memberId } = this.#group;
+    let window = this.#gathering;
+    if (!window || window.generationId !== generationId || window.memberId !== memberId) {
+      if (window) this.#closed.push(window);
+      let resolve!: (steps: TransactionSteps) => void;
+      let reject!: (err: unknown) => void;
+      const done = new Promise<TransactionSteps>((res, rej) => ((resolve = res), (reject = rej)));
+      this.#gathering = window = { generationId, memberId, entries: [], done, resolve, reject };
+    }
+    window.entries.push(entry);
+    if (!this.#committing) {
+      this.#committing = true;
+      // A turn of the loop first: the other partitions of the same fetch join.
+      setImmediate(() => void this.#commitWindows());
+    }
+    return window.done;
+  }
+
+  /** Commits the windows one after another; batches that come meanwhile gather in the next. */
+  async #commitWindows(): Promise<void> {
+    for (;;) {
+      const window = this.#closed.shift() ?? this.#gathering;
+      if (!window) break;
+      if (window === this.#gathering) this.#gathering = undefined;
+      try {
+        window.resolve(await this.#commit(window));
+      } catch (err) {
+        for (const { partition } of window.entries) this.#taken.delete(partition);
+        // A producer whose transaction failed may be fenced (a transaction
+        // timed out): the next one starts it anew under the same id, which
+        // also aborts whatever it left open.
+        const producer = this.#producer;
+        this.#producer = undefined;
+        await producer?.then((p) => p.disconnect()).catch(() => undefined);
+        window.reject(err);
       }
-      this.#refused.delete(partition);
+    }
+    this.#committing = false;
+  }
+
+  async #commit({ generationId, memberId, entries }: Window): Promise<TransactionSteps> {
+    const producer = await this.#connect();
+    const tx = await producer.transaction();
+    try {
+      const t0 = performance.now();
+      for (const topicMessages of sendRequests(entries.flatMap((e) => e.outputs), MAX_SEND_BYTES)) await tx.sendBatch({ topicMessages });
+      const t1 = performance.now();
+      const offsets = new Map<string, { partition: number; offset: string }[]>();
+      for (const { topic, partition, next } of entries) offsets.set(topic, [...(offsets.get(topic) ?? []), { partition, offset: next }]);
+      await tx.sendOffsets({ consumerGroupId: this.groupId, generationId, memberId, topics: [...offsets].map(([topic, partitions]) => ({ topic, partitions })) });
+      const t2 = performance.now();
+      await tx.commit();
+      return { send: (t1 - t0) / 1000, offsets: (t2 - t1) / 1000, commit: (performance.now() - t2) / 1000 };
     } catch (err) {
-      await producer.disconnect().catch(() => undefined);
+      await tx.abort().catch(() => undefined);
       throw err;
     }
-    const owned = { generation, producer };
-    this.#owned.set(partition, owned);
+  }
+
+  /** The process's transactional producer, started on first use. */
+  #connect(): Promise<Producer> {
+    if (!this.#producer) {
+      const producer = this.#opts.kafka.producer({
+        transactionalId: this.#transactionalId,
+        transactionTimeout: this.#opts.transactionTimeoutMs ?? 10_000,
+        idempotent: true,
+        maxInFlightRequests: 1,
+        createPartitioner: JavaCompatiblePartitioner,
+        retry: TRANSACTIONAL_RETRY,
+      });
+      const started = producer.connect().then(() => producer);
+      this.#producer = started;
+      started.catch(() => {
+        if (this.#producer === started) this.#producer = undefined;
+      });
+    }
+    return this.#producer;
+  }
+
+  /**
+   * Restores the partition's state and makes sure reading goes on from the
+   * committed offset. False when the fetch was not from there (it was sought back).
+   */
+  async #takeOn(topic: string, partition: number, fetchedFrom: string): Promise<boolean> {
+    const generation = this.#generation;
+    this.#taken.delete(partition);
+    await this.#connect();
+    // The restore waits for a previous owner's open transaction to end; after
+    // it, the committed offset is the one that transaction left.
+    const restoredAt = await this.#opts.restore(partition);
+    const [committed] = await this.#opts.admin.fetchOffsets({ groupId: this.groupId, topics: [topic] });
+    const at = committed?.partitions.find((p) => p.partition === partition)?.offset ?? '-1';
+    // A state ahead of the offset is a replay (the group was reset): what it
+    // reads again, the state has counted. Behind, it would count it twice.
+    if (restoredAt !== undefined && at !== '-1' && BigInt(restoredAt) < BigInt(at)) {
+      const refused = (this.#refused.get(partition) ?? 0) + 1;
+      if (refused <= (this.#opts.behindRefusals ?? 5)) {
+        this.#refused.set(partition, refused);
+        throw new Error(`partition ${partition}: restored state is at input offset ${restoredAt}, behind the committed ${at}`);
+      }
+      this.member.log.warn({ partition, restored_at: restoredAt, committed: at, refused }, 'stage_restore_behind_accepted');
+    }
+    this.#refused.delete(partition);
+    this.#taken.set(partition, generation);
     if (at !== '-1' && at !== fetchedFrom) {
       this.member.consumer.seek({ topic, partition, offset: at });
-      return undefined;
+      return false;
     }
-    return owned;
+    return true;
   }
 }

@@ -1,0 +1,76 @@
+import { randomBytes } from 'node:crypto';
+import { Kafka, logLevel, type Consumer } from 'kafkajs';
+import { afterAll, describe, expect, inject, it } from 'vitest';
+import { TRANSACTIONAL_RETRY } from './kafka.ts';
+import { ensureTopics } from './topics.ts';
+
+/**
+ * patches/kafkajs+2.2.4+010+transaction-offsets-generation.patch, against
+ * the run's real broker: a transaction's offsets go with the consumer's
+ * generation and member id (TxnOffsetCommit v3, KIP-447), and GROUP_JOIN
+ * says the generation. Unpatched, kafkajs sends version 1, which carries
+ * neither: the coordinator takes offsets from a member whose generation is
+ * over, and the refusal below does not happen.
+ */
+describe('kafkajs transaction offsets with the group generation', () => {
+  const id = randomBytes(4).toString('hex');
+  const topic = `txn-offsets-${id}`;
+  const groupId = `txn-offsets-${id}`;
+  const kafka = new Kafka({ clientId: 'txn-offsets-test', brokers: inject('kafkaBrokers'), logLevel: logLevel.NOTHING });
+  const admin = kafka.admin();
+  const producer = kafka.producer({ transactionalId: `txn-offsets-${id}`, idempotent: true, maxInFlightRequests: 1, retry: TRANSACTIONAL_RETRY });
+  const consumers: Consumer[] = [];
+
+  afterAll(async () => {
+    for (const c of consumers) await c.disconnect().catch(() => undefined);
+    await producer.disconnect().catch(() => undefined);
+    await admin.deleteTopics({ topics: [topic] }).catch(() => undefined);
+    await admin.disconnect().catch(() => undefined);
+  });
+
+  /** A member of the group; its joins, newest last. */
+  const join = async () => {
+    const joins: { generationId: number; memberId: string }[] = [];
+    const consumer = kafka.consumer({ groupId, sessionTimeout: 10_000, heartbeatInterval: 500, rebalanceTimeout: 10_000 });
+    consumers.push(consumer);
+    consumer.on(consumer.events.GROUP_JOIN, (e) => joins.push({ generationId: e.payload.generationId, memberId: e.payload.memberId }));
+    await consumer.connect();
+    await consumer.subscribe({ topic, fromBeginning: true });
+    await consumer.run({ autoCommit: false, eachMessage: async () => undefined });
+    return joins;
+  };
+  const commit = async (offset: string, member: { generationId: number; memberId: string }) => {
+    const tx = await producer.transaction();
+    try {
+      await tx.sendOffsets({ consumerGroupId: groupId, ...member, topics: [{ topic, partitions: [{ partition: 0, offset }] }] });
+      await tx.commit();
+    } catch (err) {
+      await tx.abort().catch(() => undefined);
+      throw err;
+    }
+  };
+  const committed = async () => (await admin.fetchOffsets({ groupId, topics: [topic] }))[0]!.partitions.find((p) => p.partition === 0)!.offset;
+
+  it('commits the offsets of a member of the current generation and refuses those of an earlier one', async () => {
+    await admin.connect();
+    await ensureTopics(admin, [{ topic, numPartitions: 2, replicationFactor: 1 }]);
+    await producer.connect();
+
+    const first = await join();
+    await expect.poll(() => first.length, { timeout: 30_000 }).toBeGreaterThan(0);
+    const before = first.at(-1)!;
+    expect(before.generationId).toBeGreaterThan(0);
+    expect(before.memberId).not.toBe('');
+    await commit('5', before);
+    // The coordinator writes a commit's markers after EndTxn answers.
+    await expect.poll(committed).toBe('5');
+
+    // A second member joins: the first rejoins in a new generation.
+    await join();
+    await expect.poll(() => first.at(-1)!.generationId, { timeout: 30_000 }).toBeGreaterThan(before.generationId);
+
+    await expect(commit('7', before)).rejects.toThrow(/generation/i);
+    await commit('9', first.at(-1)!);
+    await expect.poll(committed).toBe('9');
+  }, 60_000);
+});
