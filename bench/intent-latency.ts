@@ -277,7 +277,9 @@ async function main(): Promise<void> {
     };
     for (const stage of ['intent']) {
       const steps = (['send', 'offsets', 'commit'] as const).map((step) => [step, txMean(stage, step)] as const);
-      out(`${stage} transactions over the rounds: ${fmtInt(steps[0]![1].n)}, mean ${steps.map(([step, x]) => `${step} ${fmtMs(x.ms)}`).join(', ')}`);
+      const batches = (text: string, part: 'sum' | 'count') => metricSum(text, `derived_transaction_batches_${part}`, { stage });
+      const perTx = (batches(txAfter, 'sum') - batches(txBefore, 'sum')) / Math.max(1, batches(txAfter, 'count') - batches(txBefore, 'count'));
+      out(`${stage} transactions over the rounds: ${fmtInt(steps[0]![1].n)} (${perTx.toFixed(1)} partitions' batches each), mean ${steps.map(([step, x]) => `${step} ${fmtMs(x.ms)}`).join(', ')}`);
     }
     out(`cores used over the rounds: ${fmtCores(cores)}; all ${Object.values(cores).reduce((a, b) => a + b, 0).toFixed(2)} of ${os.cpus().length}`);
     if (profile) {

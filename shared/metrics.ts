@@ -135,9 +135,15 @@ export function createMetrics() {
     }),
     derivedTransactionSteps: histogram({
       name: 'derived_transaction_step_seconds',
-      help: 'Steps of the derived-events intent stage\'s transactions, one per fetched batch of a partition, by stage (intent) and step (send: outputs, partitions added first; offsets: the input offset added; commit)',
+      help: 'Steps of the derived-events intent stage\'s transactions (each takes the batches of every partition fetched meanwhile), by stage (intent) and step (send: outputs, partitions added first; offsets: the input offsets added; commit)',
       labelNames: ['stage', 'step'] as const,
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    }),
+    derivedTransactionBatches: histogram({
+      name: 'derived_transaction_batches',
+      help: 'Fetched batches (one partition each) a derived-events transaction took, by stage (intent)',
+      labelNames: ['stage'] as const,
+      buckets: [1, 2, 4, 8, 16, 32, 64],
     }),
     derivedStateEvicted: counter({
       name: 'derived_state_evicted_total',

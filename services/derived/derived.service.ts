@@ -276,9 +276,12 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
         stateSize();
         return out;
       },
-      onCommitted: (partition, _n, _o, steps) => {
+      onCommitted: (partition) => {
         metrics.derivedRecords.inc({ stage: 'intent' }, tallies.get(partition) ?? 0);
         tallies.delete(partition);
+      },
+      onTransaction: (batches, steps) => {
+        metrics.derivedTransactionBatches.observe({ stage: 'intent' }, batches);
         for (const step of ['send', 'offsets', 'commit'] as const) metrics.derivedTransactionSteps.observe({ stage: 'intent', step }, steps[step]);
       },
     });

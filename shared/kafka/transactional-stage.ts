@@ -56,8 +56,10 @@ export interface TransactionalStageOptions<T> extends GroupMemberOptions<T> {
    * transaction, and `process` leaves them out.
    */
   letters?: (record: T) => DeadLetter[];
-  /** After a batch's transaction committed, with the seconds each step of it took. */
-  onCommitted?: (partition: number, records: number, outputs: number, steps: TransactionSteps) => void;
+  /** After a batch's transaction committed. */
+  onCommitted?: (partition: number, records: number, outputs: number) => void;
+  /** After a transaction committed, with the batches it took and the seconds each of its steps took. */
+  onTransaction?: (batches: number, steps: TransactionSteps) => void;
 }
 
 /** Seconds of a batch's transaction: its outputs sent (partitions added first), its input offset added, its commit. */
@@ -112,8 +114,8 @@ interface Window {
   generationId: number;
   memberId: string;
   entries: Entry[];
-  done: Promise<TransactionSteps>;
-  resolve: (steps: TransactionSteps) => void;
+  done: Promise<void>;
+  resolve: () => void;
   reject: (err: unknown) => void;
 }
 
@@ -243,9 +245,8 @@ export class TransactionalStage<T> {
     const next = String(BigInt(batch.lastOffset()) + 1n);
     const outputs = this.#opts.process(partition, records);
     if (this.#opts.checkpoint) outputs.push(this.#opts.checkpoint(partition, next));
-    let steps: TransactionSteps;
     try {
-      steps = await this.#join({ topic, partition, outputs, next });
+      await this.#join({ topic, partition, outputs, next });
     } catch (err) {
       // The state moved past what was committed: the partition is taken on
       // afresh (restored, and read from the committed offset) before its next batch.
@@ -255,19 +256,19 @@ export class TransactionalStage<T> {
     resolveOffset(batch.lastOffset());
     this.member.progress();
     if (this.member.failing !== undefined) this.member.recovered();
-    this.#opts.onCommitted?.(partition, records.length, outputs.length, steps);
+    this.#opts.onCommitted?.(partition, records.length, outputs.length);
     await heartbeat();
   }
 
   /** Adds a batch to the window of the current generation; resolves once its transaction commits. */
-  #join(entry: Entry): Promise<TransactionSteps> {
+  #join(entry: Entry): Promise<void> {
     const { generationId, memberId } = this.#group;
     let window = this.#gathering;
     if (!window || window.generationId !== generationId || window.memberId !== memberId) {
       if (window) this.#closed.push(window);
-      let resolve!: (steps: TransactionSteps) => void;
+      let resolve!: () => void;
       let reject!: (err: unknown) => void;
-      const done = new Promise<TransactionSteps>((res, rej) => ((resolve = res), (reject = rej)));
+      const done = new Promise<void>((res, rej) => ((resolve = res), (reject = rej)));
       this.#gathering = window = { generationId, memberId, entries: [], done, resolve, reject };
     }
     window.entries.push(entry);
@@ -286,7 +287,9 @@ export class TransactionalStage<T> {
       if (!window) break;
       if (window === this.#gathering) this.#gathering = undefined;
       try {
-        window.resolve(await this.#commit(window));
+        const steps = await this.#commit(window);
+        window.resolve();
+        this.#opts.onTransaction?.(window.entries.length, steps);
       } catch (err) {
         for (const { partition } of window.entries) this.#taken.delete(partition);
         // A producer whose transaction failed may be fenced (a transaction
