@@ -13,6 +13,7 @@
  * player.events; the p50 of each hop is printed beside the total.
  */
 import { randomBytes } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
@@ -260,7 +261,10 @@ async function main(): Promise<void> {
     const rounds: Round[] = [];
     for (let r = 1; r <= ROUNDS; r++) rounds.push(await measure(`round${r}`));
     const cores = meter.stop();
-    const profile = PROFILE ? summarizeProfile(await derivedWorker!.rpc<CpuProfile>({ op: 'profileStop' }, 300_000), 25) : undefined;
+    const raw = PROFILE ? await derivedWorker!.rpc<CpuProfile>({ op: 'profileStop' }, 300_000) : undefined;
+    // BENCH_INTENT_PROFILE_OUT=<file>: the profile itself too, for Chrome DevTools.
+    if (raw && process.env.BENCH_INTENT_PROFILE_OUT) writeFileSync(process.env.BENCH_INTENT_PROFILE_OUT, JSON.stringify(raw));
+    const profile = raw ? summarizeProfile(raw, 25) : undefined;
     const txAfter = await txSteps();
     out();
     out(

@@ -157,15 +157,21 @@ describe('TransactionalStage', () => {
 describe('sendRequests', () => {
   const rec = (topic: string, bytes: number, i: number): StageOutput => ({ topic, key: String(i), value: Buffer.alloc(bytes) });
 
-  it('cuts outputs into requests under the byte bound, in order, grouped by topic; a record over the bound goes alone', () => {
+  it('cuts outputs into requests under the bound of a partition\'s share and of a request, in order, grouped by topic; a record over the bound goes alone', () => {
     const outputs = [rec('a', 300, 0), rec('b', 300, 1), rec('a', 300, 2), rec('a', 2000, 3), rec('b', 100, 4)];
+    // Keyed to no partition: each topic is one share.
     const requests = sendRequests(outputs, 1200);
     expect(requests.map((r) => r.map(({ topic, messages }) => [topic, messages.map((m) => m.key)]))).toEqual([
       [['a', ['0', '2']], ['b', ['1']]],
-      [['a', ['3']]],
-      [['b', ['4']]],
+      [['a', ['3']], ['b', ['4']]],
     ]);
     expect(sendRequests([], 1000)).toEqual([]);
+    // Each partition has its share: ten partitions' 300 bytes in one request, under the request's bound.
+    const spread = Array.from({ length: 10 }, (_, i) => ({ ...rec('a', 300, i), partition: i }));
+    expect(sendRequests(spread, 1000).map((r) => r[0]!.messages.length)).toEqual([10]);
+    expect(sendRequests(spread, 1000, 2000).map((r) => r[0]!.messages.length)).toEqual([5, 5]);
+    // A second record of one partition over its share starts the next request.
+    expect(sendRequests([0, 1, 2].map((i) => ({ ...rec('a', 400, i), partition: 7 })), 1000).map((r) => r[0]!.messages.length)).toEqual([2, 1]);
     // Headers count: each record's key, value and headers.
     const withHeaders = [0, 1, 2].map((i) => ({ topic: 'a', key: String(i), value: Buffer.alloc(200), headers: { src: Buffer.alloc(200) } }));
     expect(sendRequests(withHeaders, 1000).map((r) => r[0]!.messages.length)).toEqual([2, 1]);

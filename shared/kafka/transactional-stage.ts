@@ -70,31 +70,42 @@ export interface TransactionSteps {
 }
 
 /**
- * Most record bytes in one produce request of a transaction. kafkajs sends
+ * Most record bytes of one partition in one produce request. kafkajs sends
  * each partition's share of a request as one record batch, which the broker
  * refuses for good over the topic's max.message.bytes (1 MiB by default); a
  * batch's outputs can be several times its input (the intent stage writes a
- * state record per changed key), so they go in requests well below it, one
- * after another in the same transaction.
+ * state record per changed key), so they go in requests whose share of each
+ * partition stays well below it, one after another in the same transaction.
  */
 export const MAX_SEND_BYTES = 512 * 1024;
+/** Most record bytes in one produce request: a transaction of many partitions' batches sends them in few round trips. */
+export const MAX_REQUEST_BYTES = 8 * 1024 * 1024;
 
-/** Outputs in order, cut into requests of at most `maxBytes` (a larger record alone), each grouped by topic. */
-export function sendRequests(outputs: readonly StageOutput[], maxBytes: number): { topic: string; messages: Message[] }[][] {
+/**
+ * Outputs in order, cut into requests, each grouped by topic: each
+ * partition's share of a request at most `maxPartitionBytes` (outputs keyed
+ * to no partition count against their topic as one share), a request at
+ * most `maxRequestBytes`; a larger record goes alone.
+ */
+export function sendRequests(outputs: readonly StageOutput[], maxPartitionBytes: number, maxRequestBytes = MAX_REQUEST_BYTES): { topic: string; messages: Message[] }[][] {
   const requests: { topic: string; messages: Message[] }[][] = [];
   let current = new Map<string, Message[]>();
+  let shares = new Map<string, number>();
   let bytes = 0;
   const flush = () => {
     if (current.size > 0) requests.push([...current].map(([topic, messages]) => ({ topic, messages })));
     current = new Map();
+    shares = new Map();
     bytes = 0;
   };
   for (const { topic, ...m } of outputs) {
     const size = messageBytes(m);
-    if (bytes > 0 && bytes + size > maxBytes) flush();
+    const share = `${m.partition ?? '*'}:${topic}`;
+    if (bytes > 0 && ((shares.get(share) ?? 0) + size > maxPartitionBytes || bytes + size > maxRequestBytes)) flush();
     const list = current.get(topic);
     if (list) list.push(m);
     else current.set(topic, [m]);
+    shares.set(share, (shares.get(share) ?? 0) + size);
     bytes += size;
   }
   flush();
