@@ -90,6 +90,45 @@ describe('TransactionalStage', () => {
     }
   }, 120_000);
 
+  it('copies every record exactly once while partitions move between live members: a second member joins, then the first leaves', async () => {
+    const [input, out] = [`${fx.topic}.rb-in`, `${fx.topic}.rb-out`];
+    await ensureTopics(fx.admin, [input, out].map((topic) => ({ topic, numPartitions: 4, replicationFactor: 1 })));
+    const producer = fx.kafka.producer();
+    await producer.connect();
+    let sent = 0;
+    /** Records for `ms`, 50 every 50 ms, while the stages run. */
+    const produceFor = async (ms: number) => {
+      for (const end = Date.now() + ms; Date.now() < end; await new Promise((r) => setTimeout(r, 50))) {
+        await producer.send({ topic: input, messages: Array.from({ length: 50 }, () => ({ key: String(sent), value: String(sent++) })) });
+      }
+    };
+    const opts = {
+      restore: async () => undefined,
+      process: (_partition: number, records: Parameters<TransactionalStageOptions<string>['process']>[1]) =>
+        records.map(({ record }) => ({ topic: out, value: record.kind === 'value' ? record.value : null })),
+    };
+    const first = stageOf('stage-rb', input, opts);
+    const second = stageOf('stage-rb', input, opts);
+    await first.start();
+    try {
+      await produceFor(2000);
+      await second.start();
+      await produceFor(3000);
+      await first.stop();
+      await produceFor(2000);
+      await expect.poll(async () => (await readTopicToEnd(fx.kafka, fx.admin, out, 10_000)).length, { timeout: 60_000, interval: 500 }).toBeGreaterThanOrEqual(sent);
+      const values = (await readTopicToEnd(fx.kafka, fx.admin, out, 10_000)).map((r) => r.value!.toString());
+      expect(values.length).toBe(sent);
+      expect(new Set(values).size).toBe(sent);
+      // The case is real only if the second member took partitions over.
+      expect(second.owned.length).toBe(4);
+    } finally {
+      await first.stop();
+      await second.stop();
+      await producer.disconnect();
+    }
+  }, 120_000);
+
   it('takes a partition on only once its restored state is at the committed offset: a restore that comes back short is made again before any record is read, and after its refusals the stage goes on (offsets moved forward on purpose)', async () => {
     const [input, out] = [`${fx.topic}.cp-in`, `${fx.topic}.cp-out`];
     await ensureTopics(fx.admin, [input, out].map((topic) => ({ topic, numPartitions: 1, replicationFactor: 1 })));
