@@ -90,8 +90,9 @@ export interface DerivedService {
  *    (shared/kafka/transactional-stage.ts): the visitors' and sessions'
  *    state (services/derived/intent-rules.ts), kept in the compacted
  *    derived.state.v1 and restored from it (the projector also builds the
- *    visitor read model from its visitor records); each batch's derived
- *    events, state changes and input offset commit in one transaction.
+ *    visitor read model from its visitor records); the batches fetched
+ *    together commit their derived events, state changes and input
+ *    offsets in one transaction of the process.
  *
  * Sessions end by stream time: each owner writes a tick onto its partitions
  * every tickMs, so time is in the log and a replay decides the same.
