@@ -251,8 +251,9 @@ export class TransactionalStage<T> {
     if (letters.length > 0) await this.#opts.deadLetters.send(letters);
     // A dead letter's send let the loop turn: after a crash the restarted
     // consumer may have taken the partition on again, restoring the state
-    // this batch would now change under it.
-    if (!current()) return;
+    // this batch would now change under it; or a failed transaction left
+    // the partition to be taken on afresh.
+    if (!current() || this.#taken.get(partition) !== this.#generation) return;
     const next = String(BigInt(batch.lastOffset()) + 1n);
     const outputs = this.#opts.process(partition, records);
     if (this.#opts.checkpoint) outputs.push(this.#opts.checkpoint(partition, next));
@@ -302,14 +303,19 @@ export class TransactionalStage<T> {
         window.resolve();
         this.#opts.onTransaction?.(window.entries.length, steps);
       } catch (err) {
-        for (const { partition } of window.entries) this.#taken.delete(partition);
+        // The windows after it fail too: a batch in them may have been
+        // processed on state this one changed (a partition whose next batch
+        // came while this one committed), and it must not commit past it.
+        const failed = [window, ...this.#closed.splice(0), ...(this.#gathering ? [this.#gathering] : [])];
+        this.#gathering = undefined;
+        for (const w of failed) for (const { partition } of w.entries) this.#taken.delete(partition);
         // A producer whose transaction failed may be fenced (a transaction
         // timed out): the next one starts it anew under the same id, which
         // also aborts whatever it left open.
         const producer = this.#producer;
         this.#producer = undefined;
         await producer?.then((p) => p.disconnect()).catch(() => undefined);
-        window.reject(err);
+        for (const w of failed) w.reject(err);
       }
     }
     this.#committing = false;
