@@ -17,12 +17,6 @@ export interface TransactionalStageOptions<T> extends GroupMemberOptions<T> {
   /** Prefix of the process's transactional id, `<prefix>-<random>`. */
   transactionalIdPrefix: string;
   /**
-   * How long a transaction may stay open before the broker aborts it
-   * (default 10 s, as Kafka Streams): a killed process's open transaction
-   * holds its partitions' read_committed readers that long.
-   */
-  transactionTimeoutMs?: number;
-  /**
    * Called when the stage takes a partition on (at every assignment, and
    * after a failed transaction): load its state through every record written
    * to it so far, committed or aborted, which waits for a previous owner's
@@ -111,6 +105,13 @@ export function sendRequests(outputs: readonly StageOutput[], maxPartitionBytes:
   flush();
   return requests;
 }
+
+/**
+ * How long a transaction may stay open before the broker aborts it (as
+ * Kafka Streams): a killed process's open transaction holds its partitions'
+ * read_committed readers that long.
+ */
+const TRANSACTION_TIMEOUT_MS = 10_000;
 
 /** A batch's part of a transaction: its partition's outputs and the offset to commit. */
 interface Entry {
@@ -329,7 +330,11 @@ export class TransactionalStage<T> {
       for (const topicMessages of sendRequests(entries.flatMap((e) => e.outputs), MAX_SEND_BYTES)) await tx.sendBatch({ topicMessages });
       const t1 = performance.now();
       const offsets = new Map<string, { partition: number; offset: string }[]>();
-      for (const { topic, partition, next } of entries) offsets.set(topic, [...(offsets.get(topic) ?? []), { partition, offset: next }]);
+      for (const { topic, partition, next } of entries) {
+        const list = offsets.get(topic);
+        if (list) list.push({ partition, offset: next });
+        else offsets.set(topic, [{ partition, offset: next }]);
+      }
       await tx.sendOffsets({ consumerGroupId: this.groupId, generationId, memberId, topics: [...offsets].map(([topic, partitions]) => ({ topic, partitions })) });
       const t2 = performance.now();
       await tx.commit();
@@ -345,7 +350,7 @@ export class TransactionalStage<T> {
     if (!this.#producer) {
       const producer = this.#opts.kafka.producer({
         transactionalId: this.#transactionalId,
-        transactionTimeout: this.#opts.transactionTimeoutMs ?? 10_000,
+        transactionTimeout: TRANSACTION_TIMEOUT_MS,
         idempotent: true,
         maxInFlightRequests: 1,
         createPartitioner: JavaCompatiblePartitioner,
