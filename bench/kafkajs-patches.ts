@@ -1,6 +1,6 @@
 /**
  * `npm run bench:kafkajs`: what each speed patch of patches/ (kafkajs+2.2.4+004
- * to +008) saves, against the same kafkajs without that one patch, in one run.
+ * to +008, and +011) saves, against the same kafkajs without that one patch, in one run.
  *
  * For every speed patch the bench copies node_modules/kafkajs (as installed:
  * every patch applied) to a scratch directory and reverses that patch there
@@ -15,6 +15,9 @@
  *     a producer sending 1,000-record batches to the broker.
  *   - 006 grouping by partition: the grouping of 1,000 messages; the same
  *     encoding and sending paths.
+ *   - 011 presized encoder: the same encoding and sending paths, and the
+ *     encoding of 4,000 records of 1 KiB (a transaction of the intent stage's
+ *     state records);
  *   - 008 record decoder: the decoding of a fetch response of 2,500 records;
  *     a consumer draining a topic of BENCH_KAFKAJS_DRAIN (50,000) records.
  *   - 004 coordinator kept, 005 no metadata refresh on CONCURRENT_TRANSACTIONS:
@@ -44,6 +47,7 @@ const PATCH = {
   grouping: 'kafkajs+2.2.4+006+group-messages-in-place.patch',
   crc: 'kafkajs+2.2.4+007+crc32c-slicing-by-8.patch',
   decoder: 'kafkajs+2.2.4+008+record-decoder-numbers.patch',
+  encoder: 'kafkajs+2.2.4+011+presized-encoder.patch',
 } as const;
 type PatchKey = keyof typeof PATCH;
 
@@ -183,9 +187,11 @@ async function main(): Promise<void> {
       report('crc', `CRC-32C of ${size / 1024} KiB, µs per call`, 'µs', await paired(patched, without.crc, async (k) => ((await timed(reps, () => k.crc32C(buf))) * 1000) / reps));
     }
     const thousand = messages(1000);
-    for (const key of ['grouping', 'crc'] as const) {
+    for (const key of ['grouping', 'crc', 'encoder'] as const) {
       report(key, 'produce request of 1,000 records over 12 partitions encoded, ms', 'ms', await paired(patched, without[key], async (k) => (await timed(20, () => encodeProduce(k, thousand, 12))) / 20));
     }
+    const states = Array.from({ length: 4000 }, () => ({ key: `v:ten_${randomBytes(11).toString('hex')}:vis_${randomBytes(8).toString('hex')}`, value: randomBytes(1024) }));
+    report('encoder', 'produce request of 4,000 records of 1 KiB over 12 partitions encoded, ms', 'ms', await paired(patched, without.encoder, async (k) => (await timed(10, () => encodeProduce(k, states, 12))) / 10));
     report('grouping', 'grouping of 1,000 messages over 12 partitions, µs', 'µs', await paired(patched, without.grouping, async (k) => {
       const meta = partitionMetadata(12);
       return ((await timed(200, () => k.groupMessagesPerPartition({ topic: 'bench', partitionMetadata: meta, messages: thousand, partitioner }))) * 1000) / 200;
@@ -264,9 +270,9 @@ async function main(): Promise<void> {
       }
     }
 
-    // A producer sending 1,000-record batches over 12 partitions (006, 007).
+    // A producer sending 1,000-record batches over 12 partitions (006, 007, 011).
     const sendTopic = await createTopic('send', 12);
-    for (const key of ['grouping', 'crc'] as const) {
+    for (const key of ['grouping', 'crc', 'encoder'] as const) {
       const producers = new Map<Kjs, Any>();
       for (const k of [patched, without[key]]) producers.set(k, await connectProducer(k, {}));
       report(key, 'send of 1,000 records over 12 partitions (acks -1), ms', 'ms', await paired(patched, without[key], async (k) => (await timed(10, () => producers.get(k).send({ topic: sendTopic, acks: -1, messages: thousand }))) / 10));
