@@ -16,7 +16,7 @@ import { MAX_SEND_BYTES, sendRequests, TransactionalStage, type StageOutput } fr
 import { DERIVED_STAGE_NAMES, type DerivedStage } from '../../shared/config.ts';
 import type { Logger } from '../../shared/logger.ts';
 import type { Metrics } from '../../shared/metrics.ts';
-import { applyEvent, applyTick, emptyState, newStep, type IntentSettings, type PartitionState, type RuleOptions, type SessionState, type VisitorState, sessionKey } from './intent-rules.ts';
+import { applyEvent, applyTick, emptyState, eventTag, newStep, type IntentSettings, type PartitionState, type RuleOptions, type SessionState, type VisitorState, sessionKey } from './intent-rules.ts';
 
 export interface DerivedDeps {
   kafka: Kafka;
@@ -353,7 +353,12 @@ export function restoreState(values: ReadonlyMap<string, Buffer>): PartitionStat
   for (const [key, value] of values) {
     const parsed: unknown = JSON.parse(value.toString('utf8'));
     if (key === STREAM_TIME_KEY) state.streamTime = parsed as number;
-    else if (key.startsWith('v:')) state.visitors.set(key, parsed as VisitorState);
+    else if (key.startsWith('v:')) {
+      // State written before ids were kept as tags holds the ids themselves.
+      const v = parsed as VisitorState;
+      v.recent = v.recent.map((id) => (id.length === 12 ? id : eventTag(id)));
+      state.visitors.set(key, v);
+    }
     else if (key.startsWith('s:')) ((parsed as SessionState).endedAt === null ? open : ended).push(parsed as SessionState);
   }
   // The rules read sessions in the order they were last seen, or ended.

@@ -1,8 +1,9 @@
+import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { PlayerEventRecord } from '../../schemas/records.ts';
 import { PLAYER_EVENT } from '../../test/helpers/player-event.ts';
 import { restoreState } from './derived.service.ts';
-import { applyEvent, applyTick, derivedEventId, emptyState, visitorKey, type IntentSettings, type PartitionState, type RuleOptions } from './intent-rules.ts';
+import { applyEvent, applyTick, derivedEventId, emptyState, eventTag, visitorKey, type IntentSettings, type PartitionState, type RuleOptions } from './intent-rules.ts';
 
 const T = PLAYER_EVENT.tenant_id;
 const V = PLAYER_EVENT.video_id;
@@ -68,6 +69,30 @@ describe('intent rules', () => {
     expect(applyEvent(state, click, 4, 7, opts).events).toEqual([]); // the client's retry, through another partition
     expect(state.visitors.get(`v:${T}:vis_xyz`)!.inputs.cta_clicks).toBe(1);
     expect(applyEvent(state, ev({ event_name: 'cta_clicked', received_at: 1001 }), 3, 12, opts).events.map((e) => e.event_name)).toEqual(['high_intent_lead']);
+  });
+
+  it('keeps tags of the recent ids, not the ids; a state written with the ids themselves still counts a retry of one once', () => {
+    const opts = rules({ threshold: 60 });
+    const click = ev({ event_name: 'cta_clicked', received_at: 1000 });
+    const state = emptyState();
+    applyEvent(state, ev({ event_name: 'watched_90_percent', watched_percentage: 100, received_at: 999 }), 3, 10, opts);
+    applyEvent(state, click, 3, 11, opts);
+    const visitor = state.visitors.get(visitorKey(T, 'vis_xyz'))!;
+    expect(visitor.recent).toEqual([expect.stringMatching(/^[0-9a-f]{12}$/), eventTag(click.event_id)]);
+    // As written before tags: the same state with the full ids.
+    const old = { ...visitor, recent: [PLAYER_EVENT.event_id, click.event_id] };
+    const restored = restoreState(new Map([[visitorKey(T, 'vis_xyz'), Buffer.from(JSON.stringify(old))]]));
+    expect(applyEvent(restored, click, 5, 1, opts).events).toEqual([]); // the retry, through another partition
+    expect(restored.visitors.get(visitorKey(T, 'vis_xyz'))!.inputs.cta_clicks).toBe(1);
+  });
+
+  it('gives ids that differ anywhere, or share a time-ordered prefix, different tags', () => {
+    const tags = new Set<string>();
+    for (let i = 0; i < 50_000; i++) tags.add(eventTag(randomUUID()));
+    // UUIDv7: the first 48 bits are the millisecond, shared by ids made together.
+    for (let i = 0; i < 50_000; i++) tags.add(eventTag(`019abcde-f012-7${(i % 4096).toString(16).padStart(3, '0')}-8${Math.floor(i / 4096).toString(16).padStart(3, '0')}-000000000000`));
+    expect(tags.size).toBe(100_000);
+    expect(eventTag('00000000-0000-4000-8000-000000000001')).toBe(eventTag('00000000-0000-4000-8000-000000000001'));
   });
 
   it('raises reached_pitch the first time playback reaches pitch_at_sec in a session, not on a seek', () => {
