@@ -90,6 +90,47 @@ describe('TransactionalStage', () => {
     }
   }, 120_000);
 
+  it('reads a partition again from its first batch not committed after a transaction fails, though nothing new comes to it, and copies every record exactly once', async () => {
+    // One output topic takes records of at most 2,000 bytes: a record over
+    // it fails its transaction for good (MESSAGE_TOO_LARGE).
+    const [input, out, small] = [`${fx.topic}.fail-in`, `${fx.topic}.fail-out`, `${fx.topic}.fail-small`];
+    await ensureTopics(fx.admin, [input, out].map((topic) => ({ topic, numPartitions: 1, replicationFactor: 1 })));
+    await ensureTopics(fx.admin, [{ topic: small, numPartitions: 1, replicationFactor: 1, configEntries: [{ name: 'max.message.bytes', value: '2000' }] }]);
+    const producer = fx.kafka.producer();
+    await producer.connect();
+    await producer.send({ topic: input, messages: Array.from({ length: 50 }, (_, i) => ({ value: String(i) })) });
+    await producer.disconnect();
+
+    // The first batch also writes a record the broker refuses; nothing is
+    // sent to the input after it, so only reading it again brings the
+    // records of that batch back.
+    let calls = 0;
+    let restores = 0;
+    const stage = stageOf('stage-fail', input, {
+      restore: async () => {
+        restores++;
+        return undefined;
+      },
+      process: (_partition, records) => {
+        const outputs: StageOutput[] = records.map(({ record }) => ({ topic: out, key: record.kind === 'value' ? record.value : null, value: 'v' }));
+        if (++calls === 1) outputs.push({ topic: small, value: Buffer.alloc(3000, 120) });
+        return outputs;
+      },
+    });
+    await stage.start();
+    try {
+      await expect.poll(async () => (await readTopicToEnd(fx.kafka, fx.admin, out, 10_000)).length, { timeout: 60_000, interval: 500 }).toBe(50);
+      const keys = (await readTopicToEnd(fx.kafka, fx.admin, out, 10_000)).map((r) => r.key?.toString());
+      expect(keys).toEqual(Array.from({ length: 50 }, (_, i) => String(i)));
+      expect(await readTopicToEnd(fx.kafka, fx.admin, small, 5_000)).toEqual([]);
+      // Taken on twice: at the start, and after the failed transaction.
+      expect(restores).toBeGreaterThanOrEqual(2);
+      expect(calls).toBeGreaterThanOrEqual(2);
+    } finally {
+      await stage.stop();
+    }
+  }, 120_000);
+
   it('copies every record exactly once while partitions move between live members: a second member joins, then the first leaves', async () => {
     const [input, out] = [`${fx.topic}.rb-in`, `${fx.topic}.rb-out`];
     await ensureTopics(fx.admin, [input, out].map((topic) => ({ topic, numPartitions: 4, replicationFactor: 1 })));
