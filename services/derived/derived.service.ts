@@ -194,8 +194,8 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
   const startIntent = async (): Promise<Stage> => {
     const changelog = new Changelog({ kafka, admin, topic: topics.derivedState, log, metrics, deadLetters: deps.deadLetters, stallMs: deps.stallMs });
     const states = new Map<number, PartitionState>();
-    /** Per partition, the events of each batch not yet committed, in order: counted as each commits. */
-    const tallies = new Map<number, number[]>();
+    /** Per partition, the events of the batch in its transaction, counted once it commits. */
+    const tallies = new Map<number, number>();
     const stateSize = () => {
       let visitors = 0;
       let sessions = 0;
@@ -238,7 +238,6 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
       },
       restore: async (partition) => {
         await changelog.caughtUp(partition, intent.member.stopSignal);
-        tallies.delete(partition); // batches that did not commit are read again
         const values = changelog.values(partition);
         states.set(partition, restoreState(values));
         stateSize();
@@ -269,9 +268,7 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
         }
         const { events, changed, evicted } = step;
         const out: StageOutput[] = events.map((e) => ({ topic: topics.playerEvents, key: playerEventKey(e.tenant_id, e.session_id), value: registry.encode('player-event', e) }));
-        const tally = tallies.get(partition);
-        if (tally) tally.push(copied);
-        else tallies.set(partition, [copied]);
+        tallies.set(partition, copied);
         for (const [key, value] of changed) out.push({ topic: topics.derivedState, partition, key, value: value === null ? null : Buffer.from(JSON.stringify(value)) });
         out.push({ topic: topics.derivedState, partition, key: STREAM_TIME_KEY, value: Buffer.from(JSON.stringify(state.streamTime)) });
         for (const e of events) metrics.derivedEvents.inc({ event: e.event_name });
@@ -281,7 +278,8 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
         return out;
       },
       onCommitted: (partition) => {
-        metrics.derivedRecords.inc({ stage: 'intent' }, tallies.get(partition)?.shift() ?? 0);
+        metrics.derivedRecords.inc({ stage: 'intent' }, tallies.get(partition) ?? 0);
+        tallies.delete(partition);
       },
       onTransaction: (batches, steps) => {
         metrics.derivedTransactionBatches.observe({ stage: 'intent' }, batches);

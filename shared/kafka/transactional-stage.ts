@@ -113,19 +113,11 @@ export function sendRequests(outputs: readonly StageOutput[], maxPartitionBytes:
  */
 const TRANSACTION_TIMEOUT_MS = 10_000;
 
-/**
- * Most outputs the gathering window takes before a batch waits for its
- * commit (and with it kafkajs' next fetch): what one transaction sends
- * stays bounded when commits fall behind.
- */
-const MAX_GATHERED_OUTPUTS = 20_000;
-
-/** A batch's part of a transaction: its partition's outputs, the offset it was read from and the offset to commit. */
+/** A batch's part of a transaction: its partition's outputs and the offset to commit. */
 interface Entry {
   topic: string;
   partition: number;
   outputs: StageOutput[];
-  from: string;
   next: string;
 }
 
@@ -134,7 +126,6 @@ interface Window {
   generationId: number;
   memberId: string;
   entries: Entry[];
-  outputs: number;
   done: Promise<void>;
   resolve: () => void;
   reject: (err: unknown) => void;
@@ -145,11 +136,10 @@ interface Window {
  * batches and their input offsets are written in one Kafka transaction.
  * One transactional producer per process, as Kafka Streams does since
  * KIP-447: the batches of every partition read at about the same time
- * share a transaction (a group commit: while one commits, kafkajs goes
- * on fetching and the next gathers), and the offsets go with the
- * consumer's generation and member id (TxnOffsetCommit v3), so the group
- * coordinator refuses them from a member whose generation is over: a
- * zombie's transaction aborts.
+ * share a transaction (a group commit: while one commits, the next
+ * gathers), and the offsets go with the consumer's generation and member
+ * id (TxnOffsetCommit v3), so the group coordinator refuses them from a
+ * member whose generation is over: a zombie's transaction aborts.
  *
  * When a member takes a partition on, `restore` first reads the
  * partition's state through every record written to it so far, which
@@ -157,8 +147,7 @@ interface Window {
  * the partition's checkpoint before its offsets); only then does it read
  * the committed offset, so nothing is written twice and nothing is
  * skipped. A transaction that fails takes each of its partitions on
- * afresh, read again from its first batch not committed. The member's
- * input is read `read_committed`.
+ * afresh. The member's input is read `read_committed`.
  */
 export class TransactionalStage<T> {
   readonly member: GroupMember<T>;
@@ -175,8 +164,6 @@ export class TransactionalStage<T> {
   /** The window batches join; closed windows wait in `#closed` (one of another generation, while one commits). */
   #gathering: Window | undefined;
   readonly #closed: Window[] = [];
-  /** The window whose transaction is under way. */
-  #inCommit: Window | undefined;
   #committing = false;
 
   constructor(opts: TransactionalStageOptions<T>) {
@@ -225,12 +212,9 @@ export class TransactionalStage<T> {
     return this.member.start();
   }
 
-  /** Stops fetching; the batches in hand finish their transaction (within the transaction timeout); leaves the group. */
+  /** Stops fetching; the batches in hand finish their transaction; leaves the group. */
   async stop(): Promise<void> {
     this.member.beginStop();
-    this.member.pauseAll();
-    const last = this.#gathering ?? this.#closed.at(-1) ?? this.#inCommit;
-    if (last) await Promise.race([last.done.catch(() => undefined), new Promise((r) => setTimeout(r, TRANSACTION_TIMEOUT_MS).unref())]);
     await this.member.consumer.disconnect();
     const producer = this.#producer;
     this.#producer = undefined;
@@ -274,26 +258,23 @@ export class TransactionalStage<T> {
     const next = String(BigInt(batch.lastOffset()) + 1n);
     const outputs = this.#opts.process(partition, records);
     if (this.#opts.checkpoint) outputs.push(this.#opts.checkpoint(partition, next));
-    const window = this.#join({ topic, partition, outputs, from: messages[0]!.offset, next });
-    // The batch is read; it commits with its window. kafkajs fetches the
-    // next batches meanwhile, and they gather in the window after it.
-    resolveOffset(batch.lastOffset());
-    const committed = window.done.then(
-      () => {
-        this.member.progress();
-        if (this.member.failing !== undefined) this.member.recovered();
-        this.#opts.onCommitted?.(partition, records.length, outputs.length);
-      },
+    try {
+      await this.#join({ topic, partition, outputs, next });
+    } catch (err) {
       // The state moved past what was committed: the partition is taken on
-      // afresh (restored, and read again from the committed offset).
-      (err: unknown) => void this.member.transientFailure(err),
-    );
-    if (window.outputs >= MAX_GATHERED_OUTPUTS) await committed;
+      // afresh (restored, and read from the committed offset) before its next batch.
+      this.member.transientFailure(err);
+      throw err;
+    }
+    resolveOffset(batch.lastOffset());
+    this.member.progress();
+    if (this.member.failing !== undefined) this.member.recovered();
+    this.#opts.onCommitted?.(partition, records.length, outputs.length);
     await heartbeat();
   }
 
-  /** Adds a batch to the window of the current generation, whose `done` settles with its transaction. */
-  #join(entry: Entry): Window {
+  /** Adds a batch to the window of the current generation; resolves once its transaction commits. */
+  #join(entry: Entry): Promise<void> {
     const { generationId, memberId } = this.#group;
     let window = this.#gathering;
     if (!window || window.generationId !== generationId || window.memberId !== memberId) {
@@ -301,18 +282,15 @@ export class TransactionalStage<T> {
       let resolve!: () => void;
       let reject!: (err: unknown) => void;
       const done = new Promise<void>((res, rej) => ((resolve = res), (reject = rej)));
-      // Nothing awaits a window that fails, but its batches' handlers.
-      done.catch(() => undefined);
-      this.#gathering = window = { generationId, memberId, entries: [], outputs: 0, done, resolve, reject };
+      this.#gathering = window = { generationId, memberId, entries: [], done, resolve, reject };
     }
     window.entries.push(entry);
-    window.outputs += entry.outputs.length;
     if (!this.#committing) {
       this.#committing = true;
       // A turn of the loop first: the other partitions of the same fetch join.
       setImmediate(() => void this.#commitWindows());
     }
-    return window;
+    return window.done;
   }
 
   /** Commits the windows one after another; batches that come meanwhile gather in the next. */
@@ -321,20 +299,17 @@ export class TransactionalStage<T> {
       const window = this.#closed.shift() ?? this.#gathering;
       if (!window) break;
       if (window === this.#gathering) this.#gathering = undefined;
-      this.#inCommit = window;
       try {
         const steps = await this.#commit(window);
-        this.#inCommit = undefined;
         window.resolve();
         this.#opts.onTransaction?.(window.entries.length, steps);
       } catch (err) {
         // The windows after it fail too: a batch in them may have been
         // processed on state this one changed (a partition whose next batch
         // came while this one committed), and it must not commit past it.
-        this.#inCommit = undefined;
         const failed = [window, ...this.#closed.splice(0), ...(this.#gathering ? [this.#gathering] : [])];
         this.#gathering = undefined;
-        this.#readAgain(failed.flatMap((w) => w.entries));
+        for (const w of failed) for (const { partition } of w.entries) this.#taken.delete(partition);
         // A producer whose transaction failed may be fenced (a transaction
         // timed out): the next one starts it anew under the same id, which
         // also aborts whatever it left open.
@@ -345,30 +320,6 @@ export class TransactionalStage<T> {
       }
     }
     this.#committing = false;
-  }
-
-  /**
-   * The partitions of failed batches are taken on afresh, read again from
-   * their first batch not committed: kafkajs has read past them, and a
-   * partition with nothing new to fetch would otherwise never come back.
-   */
-  #readAgain(entries: Entry[]): void {
-    const from = new Map<string, Entry>();
-    for (const e of entries) {
-      this.#taken.delete(e.partition);
-      const key = `${e.topic}:${e.partition}`;
-      const first = from.get(key);
-      if (!first || BigInt(e.from) < BigInt(first.from)) from.set(key, e);
-    }
-    for (const { topic, partition, from: offset } of from.values()) {
-      if (!this.member.owns(topic, partition)) continue;
-      try {
-        this.member.consumer.seek({ topic, partition, offset });
-      } catch (err) {
-        // Not running (a crash): its restart reads from the committed offsets.
-        this.member.log.warn({ err: { message: (err as Error).message }, topic, partition }, 'stage_seek_failed');
-      }
-    }
   }
 
   async #commit({ generationId, memberId, entries }: Window): Promise<TransactionSteps> {
