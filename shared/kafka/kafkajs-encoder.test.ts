@@ -34,7 +34,8 @@ function withoutPatch(): string {
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Any = any;
 const load = (root: string) => ({
-  produce: require(join(root, 'src/protocol/requests/produce/v3/request.js')) as (o: object) => { encode(): Promise<Any> },
+  produce: require(join(root, 'src/protocol/requests/produce/v3/request.js')) as (o: object) => Any,
+  frame: require(join(root, 'src/protocol/request.js')) as (o: object) => Promise<Any>,
   topicData: require(join(root, 'src/producer/createTopicData.js')) as (o: object) => Any[],
   Encoder: require(join(root, 'src/protocol/encoder.js')) as Any,
 });
@@ -52,7 +53,7 @@ describe('kafkajs encoder (patched)', () => {
   const patched = load(join(ROOT, 'node_modules/kafkajs'));
   const upstream = load(withoutPatch());
 
-  it('encodes produce requests byte for byte as kafkajs 2.2.4 did: keys, values and headers of every size, null ones, old and new timestamps', async () => {
+  it('encodes produce requests, framed as the connection sends them, byte for byte as kafkajs 2.2.4 did: keys, values and headers of every size, null ones, old and new timestamps', async () => {
     const now = 1_790_000_000_000;
     for (let seed = 1; seed <= 120; seed++) {
       const next = rng(seed);
@@ -70,7 +71,8 @@ describe('kafkajs encoder (patched)', () => {
         const topicData = k.topicData([{ topic: 'events', partitions: Object.keys(messagesPerPartition).map(Number), messagesPerPartition }]);
         for (const t of topicData) for (const p of t.partitions) p.firstSequence = seed;
         const request = k.produce({ acks: -1, timeout: 30_000, transactionalId: seed % 2 ? 'tx-1' : undefined, producerId: 42, producerEpoch: 3, topicData });
-        return (await request.encode()).buffer as Buffer;
+        // As the connection sends it: size, header, body.
+        return (await k.frame({ correlationId: seed, clientId: seed % 3 ? 'video-analytics' : null, request })).buffer as Buffer;
       };
       // Records without a timestamp take the time of the encoding: the same for both.
       const realNow = Date.now;
