@@ -155,10 +155,11 @@ export const newStep = (): Step => ({ events: [], changed: new Map(), evicted: {
 const RECENT_IDS = 16;
 
 /**
- * A 48-bit tag of an event id, 12 hex digits (FNV-1a, twice): what a
- * visitor's state keeps of its recent ids. Full ids were about 60 % of the
- * bytes of a visitor's record, which is written on each of its events; an
- * event is taken for one of the 16 before it about once in 2^44.
+ * A 48-bit tag of an event id, 12 hex digits (32 bits of FNV-1a and 16 of a
+ * second hash like it): what a visitor's state keeps of its recent ids.
+ * Full ids were about 60 % of the bytes of a visitor's record, which is
+ * written on each of its events; an event is taken for one of the 16 before
+ * it about once in 2^44.
  */
 export function eventTag(eventId: string): string {
   let a = 0x811c9dc5;
@@ -170,6 +171,7 @@ export function eventTag(eventId: string): string {
   }
   return (a >>> 0).toString(16).padStart(8, '0') + ((b >>> 0) & 0xffff).toString(16).padStart(4, '0');
 }
+
 export const visitorKey = (tenantId: string, visitorId: string): string => `v:${tenantId}:${visitorId}`;
 export const sessionKey = (tenantId: string, sessionId: string): string => `s:${tenantId}:${sessionId}`;
 
