@@ -1,11 +1,12 @@
 /**
  * `npm run bench:kafkajs`: what each speed patch of patches/ (kafkajs+2.2.4+004
- * to +008, and +011) saves, against the same kafkajs without that one patch, in one run.
+ * to +008, and +011) saves, against the same kafkajs without that one patch,
+ * in one run.
  *
  * For every speed patch the bench copies node_modules/kafkajs (as installed:
- * every patch applied) to a scratch directory and reverses that patch there
- * with patch-package's own reader and applier; both copies are loaded side by
- * side by absolute path. Rounds are interleaved (A B, B A, ...) and each line
+ * every patch applied) to a scratch directory, takes every patch off there
+ * and puts back all but that one, with patch-package's own reader and
+ * applier; both copies are loaded side by side by absolute path. Rounds are interleaved (A B, B A, ...) and each line
  * prints the median of the rounds for both copies and their ratio
  * (time without the patch / time with it: above 1.00 the patch pays).
  *
