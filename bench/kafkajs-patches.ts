@@ -29,11 +29,11 @@
  * BENCH_KAFKAJS_ROUNDS (default 9) sets the rounds of every line.
  */
 import { randomBytes } from 'node:crypto';
-import { cpSync, mkdirSync, readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { JavaCompatiblePartitioner } from '../shared/kafka/partitioner.ts';
+import { kafkajsWithout } from '../test/helpers/kafkajs-copy.ts';
 import { benchBrokers, runBench, startBenchRun } from './harness.ts';
 import { fmtRatio, median, table } from './stats.ts';
 
@@ -56,34 +56,6 @@ type PatchKey = keyof typeof PATCH;
 type Any = any;
 
 const progress = (msg: string) => process.stderr.write(`[bench:kafkajs] ${msg}\n`);
-
-/**
- * node_modules/kafkajs copied to `dir` as every patch but `patchFile` leaves
- * it: the whole sequence reversed (last first), then the others applied
- * again in order. A later patch that edits the same lines cannot go on
- * without it (010 after 004): that patch is then not measured on its own.
- */
-function kafkajsWithout(dir: string, patchFile: string): string {
-  const { readPatch } = require('patch-package/dist/patch/read');
-  const { reversePatch } = require('patch-package/dist/patch/reverse');
-  const { executeEffects } = require('patch-package/dist/patch/apply');
-  const { getPackageDetailsFromPatchFilename } = require('patch-package/dist/PackageDetails');
-  mkdirSync(join(dir, 'node_modules'), { recursive: true });
-  cpSync(join(ROOT, 'node_modules/kafkajs'), join(dir, 'node_modules/kafkajs'), { recursive: true });
-  const files = readdirSync(join(ROOT, 'patches')).filter((f) => f.startsWith('kafkajs+') && f.endsWith('.patch')).sort();
-  const read = (file: string) => readPatch({ patchFilePath: join(ROOT, 'patches', file), patchDetails: getPackageDetailsFromPatchFilename(file), patchDir: 'patches' });
-  const run = (effects: unknown, what: string) => {
-    try {
-      executeEffects(effects, { dryRun: true, cwd: dir, bestEffort: false });
-    } catch {
-      throw new Error(what);
-    }
-    executeEffects(effects, { dryRun: false, cwd: dir, bestEffort: false });
-  };
-  for (const file of [...files].reverse()) run(reversePatch(read(file)), `node_modules/kafkajs does not hold patches/${file} as it is now: run npm ci`);
-  for (const file of files) if (file !== patchFile) run(read(file), `patches/${file} does not apply without ${patchFile}`);
-  return join(dir, 'node_modules/kafkajs');
-}
 
 /** The modules a measurement uses, loaded from one copy of kafkajs. */
 function load(dir: string) {
@@ -182,7 +154,8 @@ async function main(): Promise<void> {
   const run = startBenchRun({ tmpPrefix: 'va-bench-kafkajs-', maxRunMs: 20 * 60_000, progress });
   try {
     const patched = load(join(ROOT, 'node_modules/kafkajs'));
-    const without = {} as Record<PatchKey, Kjs>;
+    // A patch that cannot be left out alone has no copy: its lines are not measured.
+    const without: Partial<Record<PatchKey, Kjs>> = {};
     const unmeasured: string[] = [];
     for (const key of Object.keys(PATCH) as PatchKey[]) {
       try {
@@ -203,12 +176,13 @@ async function main(): Promise<void> {
     for (const size of [1024, 16 * 1024, 1024 * 1024]) {
       const buf = randomBytes(size);
       const reps = Math.max(20, Math.round((64 * 1024 * 1024) / size / 8));
-      report('crc', `CRC-32C of ${size / 1024} KiB, µs per call`, 'µs', await paired(patched, without.crc, async (k) => ((await timed(reps, () => k.crc32C(buf))) * 1000) / reps));
+      if (without.crc) report('crc', `CRC-32C of ${size / 1024} KiB, µs per call`, 'µs', await paired(patched, without.crc, async (k) => ((await timed(reps, () => k.crc32C(buf))) * 1000) / reps));
     }
     const thousand = messages(1000);
     for (const key of ['grouping', 'crc', 'encoder'] as const) {
-      if (!without[key]) continue;
-      report(key, 'produce request of 1,000 records over 12 partitions encoded, ms', 'ms', await paired(patched, without[key], async (k) => (await timed(20, () => encodeProduce(k, thousand, 12))) / 20));
+      const other = without[key];
+      if (!other) continue;
+      report(key, 'produce request of 1,000 records over 12 partitions encoded, ms', 'ms', await paired(patched, other, async (k) => (await timed(20, () => encodeProduce(k, thousand, 12))) / 20));
     }
     const states = Array.from({ length: 4000 }, () => ({ key: `v:ten_${randomBytes(11).toString('hex')}:vis_${randomBytes(8).toString('hex')}`, value: randomBytes(1024) }));
     if (without.encoder) report('encoder', 'produce request of 4,000 records of 1 KiB over 12 partitions encoded, ms', 'ms', await paired(patched, without.encoder, async (k) => (await timed(10, () => encodeProduce(k, states, 12))) / 10));
@@ -248,12 +222,13 @@ async function main(): Promise<void> {
     const LANES = 2; // the intake's parallelTransactions default
     const transactions = 20;
     for (const key of ['coordinator', 'concurrent'] as const) {
-      if (!without[key]) continue;
+      const other = without[key];
+      if (!other) continue;
       const lanes = new Map<Kjs, Any[]>();
       // Requests sent by each copy's producers: the round trips a patch saves
       // are counted exactly, where their time on a shared machine is noisy.
       const requests = new Map<Kjs, number>();
-      for (const k of [patched, without[key]]) {
+      for (const k of [patched, other]) {
         const producers: Any[] = [];
         for (let i = 0; i < LANES; i++) {
           const producer = await connectProducer(k, {
@@ -279,7 +254,7 @@ async function main(): Promise<void> {
         [`in turn over ${LANES} lanes`, (k: Kjs, i: number) => lanes.get(k)![i % LANES]],
       ] as const) {
         const perTransaction = new Map<Kjs, number[]>();
-        const ms = await paired(patched, without[key], async (k) => {
+        const ms = await paired(patched, other, async (k) => {
           const before = requests.get(k) ?? 0;
           let i = 0;
           const took = (await timed(transactions, () => transact(pick(k, i++)))) / transactions;
@@ -287,17 +262,18 @@ async function main(): Promise<void> {
           return took;
         });
         report(key, `transaction of 3 records, ${transactions} ${how}, ms each`, 'ms', ms);
-        report(key, `  requests per transaction, ${how}`, 'req', { a: median(perTransaction.get(patched)!), b: median(perTransaction.get(without[key])!) });
+        report(key, `  requests per transaction, ${how}`, 'req', { a: median(perTransaction.get(patched)!), b: median(perTransaction.get(other)!) });
       }
     }
 
     // A producer sending 1,000-record batches over 12 partitions (006, 007, 011).
     const sendTopic = await createTopic('send', 12);
     for (const key of ['grouping', 'crc', 'encoder'] as const) {
-      if (!without[key]) continue;
+      const other = without[key];
+      if (!other) continue;
       const producers = new Map<Kjs, Any>();
-      for (const k of [patched, without[key]]) producers.set(k, await connectProducer(k, {}));
-      report(key, 'send of 1,000 records over 12 partitions (acks -1), ms', 'ms', await paired(patched, without[key], async (k) => (await timed(10, () => producers.get(k).send({ topic: sendTopic, acks: -1, messages: thousand }))) / 10));
+      for (const k of [patched, other]) producers.set(k, await connectProducer(k, {}));
+      report(key, 'send of 1,000 records over 12 partitions (acks -1), ms', 'ms', await paired(patched, other, async (k) => (await timed(10, () => producers.get(k).send({ topic: sendTopic, acks: -1, messages: thousand }))) / 10));
     }
 
     // A consumer draining a topic from its start (008): first record to last.

@@ -358,8 +358,7 @@ export function restoreState(values: ReadonlyMap<string, Buffer>): PartitionStat
       const v = parsed as VisitorState;
       v.recent = v.recent.map((id) => (id.length === 12 ? id : eventTag(id)));
       state.visitors.set(key, v);
-    }
-    else if (key.startsWith('s:')) ((parsed as SessionState).endedAt === null ? open : ended).push(parsed as SessionState);
+    } else if (key.startsWith('s:')) ((parsed as SessionState).endedAt === null ? open : ended).push(parsed as SessionState);
   }
   // The rules read sessions in the order they were last seen, or ended.
   for (const s of open.sort((a, b) => a.seenAt - b.seenAt)) state.sessions.set(sessionKey(s.tenant_id, s.session_id), s);

@@ -1,34 +1,22 @@
-import { cpSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { kafkajsWithout, seededRandom } from '../../test/helpers/kafkajs-copy.ts';
 
 /**
  * kafkajs's encoder as patched by patches/kafkajs+2.2.4+011+presized-encoder.patch
  * (buffers not zero-filled and sized ahead, varints written in place) must
  * put the same bytes on the wire as kafkajs without that patch: the
- * reference is node_modules/kafkajs copied with the patch reversed, by
- * patch-package's own reader.
+ * reference is node_modules/kafkajs copied with every patch but that one.
  */
 const require = createRequire(import.meta.url);
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const PATCH = 'kafkajs+2.2.4+011+presized-encoder.patch';
 const dir = mkdtempSync(join(tmpdir(), 'va-kafkajs-encoder-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-function withoutPatch(): string {
-  const { readPatch } = require('patch-package/dist/patch/read');
-  const { reversePatch } = require('patch-package/dist/patch/reverse');
-  const { executeEffects } = require('patch-package/dist/patch/apply');
-  const { getPackageDetailsFromPatchFilename } = require('patch-package/dist/PackageDetails');
-  mkdirSync(join(dir, 'node_modules'), { recursive: true });
-  cpSync(join(ROOT, 'node_modules/kafkajs'), join(dir, 'node_modules/kafkajs'), { recursive: true });
-  const patch = readPatch({ patchFilePath: join(ROOT, 'patches', PATCH), patchDetails: getPackageDetailsFromPatchFilename(PATCH), patchDir: 'patches' });
-  executeEffects(reversePatch(patch), { dryRun: false, cwd: dir, bestEffort: false });
-  return join(dir, 'node_modules/kafkajs');
-}
 
 // kafkajs's internals have no types.
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -40,23 +28,14 @@ const load = (root: string) => ({
   Encoder: require(join(root, 'src/protocol/encoder.js')) as Any,
 });
 
-/** A small deterministic generator, so a failure can be replayed. */
-function rng(seed: number) {
-  let s = seed >>> 0;
-  return () => {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    return s / 2 ** 32;
-  };
-}
-
 describe('kafkajs encoder (patched)', () => {
   const patched = load(join(ROOT, 'node_modules/kafkajs'));
-  const upstream = load(withoutPatch());
+  const upstream = load(kafkajsWithout(dir, PATCH));
 
   it('encodes produce requests, framed as the connection sends them, byte for byte as kafkajs 2.2.4 did: keys, values and headers of every size, null ones, old and new timestamps', async () => {
     const now = 1_790_000_000_000;
     for (let seed = 1; seed <= 120; seed++) {
-      const next = rng(seed);
+      const next = seededRandom(seed);
       const bytes = (n: number) => Buffer.from(Array.from({ length: n }, () => Math.floor(next() * 256)));
       const count = 1 + Math.floor(next() * (seed % 10 === 0 ? 2000 : 60));
       const messages = Array.from({ length: count }, (_, i) => ({

@@ -1,5 +1,6 @@
 import { createRequire } from 'node:module';
 import { describe, expect, it } from 'vitest';
+import { seededRandom } from '../../test/helpers/kafkajs-copy.ts';
 import { JavaCompatiblePartitioner } from './partitioner.ts';
 
 /**
@@ -24,21 +25,12 @@ const upstream: Group = ({ topic, partitionMetadata, messages, partitioner }) =>
   }, {});
 };
 
-/** A small deterministic generator, so a failure can be replayed. */
-function rng(seed: number) {
-  let s = seed >>> 0;
-  return () => {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    return s / 2 ** 32;
-  };
-}
-
 const metadata = (n: number) => Array.from({ length: n }, (_, i) => ({ partitionId: i, leader: 0 }));
 
 describe('kafkajs groupMessagesPerPartition (patched)', () => {
   it('groups like kafkajs 2.2.4 did: the same partitions, the same messages in the same order, keys in the same order', () => {
     for (let seed = 1; seed <= 200; seed++) {
-      const next = rng(seed);
+      const next = seededRandom(seed);
       const partitions = 1 + Math.floor(next() * 24);
       const messages: Msg[] = Array.from({ length: Math.floor(next() * 300) }, (_, i) => ({
         key: next() < 0.2 ? null : `t:${Math.floor(next() * 50)}`,
