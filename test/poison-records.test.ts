@@ -288,6 +288,29 @@ describe('poison records on every topic the service reads', () => {
     expect(await groupsFor(quietPoison)).toEqual(new Set([`${s.topicPrefix}projector`, `${s.topicPrefix}derived-repartition`]));
   });
 
+  it('the fan-out reads past, unjudged, an event that breaks the rules and that no destination selects; one a destination selects it dead-letters', async () => {
+    // `t` has destinations; they select video_play. A heartbeat is a signal, never delivered.
+    await makeDestinations();
+    const topic = names().playerEvents;
+    const write = async (event_name: string) => {
+      const broken = { ...PLAYER_EVENT, tenant_id: t.id, event_id: 'not-a-uuid', event_name, session_id: 'ses_unselected', visitor_id: `vis_unselected_${randomBytes(3).toString('hex')}` };
+      const [meta] = await producer.send({ topic, acks: -1, messages: [{ key: `${t.id}:ses_unselected`, value: registry.encode('player-event', broken) }] });
+      return `${topic}/${meta!.partition}/${meta!.baseOffset}`;
+    };
+    const heartbeat = await write('heartbeat');
+    const play = await write('video_play');
+    await validRecordsFlow('unselected');
+    // Every group that reads player.events has committed past both (so the
+    // fan-out will write no letter now), and the intent stage, which
+    // noLag does not watch, has dead-lettered both.
+    await noLag();
+    const intent = `${s.topicPrefix}derived-intent`;
+    const groupsFor = async (source: string) => new Set((await deadLetters()).filter((l) => l.source === source).map((l) => l.group));
+    await expect.poll(async () => (await groupsFor(heartbeat)).has(intent) && (await groupsFor(play)).has(intent), { timeout: 30_000, interval: 250 }).toBe(true);
+    expect(await groupsFor(heartbeat)).toEqual(new Set([`${s.topicPrefix}projector`, intent]));
+    expect(await groupsFor(play)).toEqual(new Set([`${s.topicPrefix}projector`, `${s.topicPrefix}fanout`, intent]));
+  });
+
   it('an event the repartition routes but that breaks the record rules: dead-lettered once by the intent stage, at its place on player.events', async () => {
     // Avro writes it (a string where a UUID belongs), so the repartition,
     // which reads three fields, copies it; the intent stage reads it whole.

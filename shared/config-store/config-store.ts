@@ -11,6 +11,7 @@ import { retryStartup } from '../kafka/kafka.ts';
 import { withTimeout } from '../timeout.ts';
 import type { Logger } from '../logger.ts';
 import { JavaCompatiblePartitioner } from '../kafka/partitioner.ts';
+import { selects } from '../webhooks/fanout-plan.ts';
 
 const SCHEMA_OF = { tenants: TenantRecord, apiKeys: ApiKeyRecord, videos: VideoRecord, apiKeyUsage: ApiKeyUsageRecord, destinations: DestinationRecord };
 
@@ -135,6 +136,12 @@ export class ConfigStore {
   /** Whether the tenant has a destination at all (the fan-out skips the events of one that has none). */
   hasDestinations(tenantId: string): boolean {
     return (this.#destinationsByTenant.get(tenantId)?.size ?? 0) > 0;
+  }
+
+  /** Whether any of the tenant's destinations selects `eventName` (the fan-out skips, unread, the events none selects). */
+  selectedByAny(tenantId: string, eventName: string): boolean {
+    for (const d of this.#destinationsByTenant.get(tenantId)?.values() ?? []) if (selects(d, eventName)) return true;
+    return false;
   }
 
   videosOf(tenantId: string): VideoRecord[] {
