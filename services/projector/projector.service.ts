@@ -83,7 +83,8 @@ export async function startProjector(deps: ProjectorDeps) {
   /** The values of a batch (a tombstone has no place on these topics and is dead-lettered by the decoder). */
   const values = <T>(items: BatchItem<T>[]): T[] => items.flatMap((i) => (i.record.kind === 'value' ? [i.record.value] : []));
 
-  const decodeEvent = recordDecoder(deps.registry, 'player-event', PlayerEventRecord, { avroRules: playerEventViolation });
+  // Avro's own object, not a plain copy: the projector reads its fields into a line (or a candidate) and hands it to nothing else.
+  const decodeEvent = recordDecoder(deps.registry, 'player-event', PlayerEventRecord, { avroRules: playerEventViolation, plain: false });
   /** A record's line, or, for a record the dedupe step must see, the candidate holding it. */
   const onInsert = deps.onInsert;
   /** Runs an insert, reporting what it touched before it is sent and after it returned or failed. */
