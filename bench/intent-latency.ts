@@ -2,8 +2,8 @@
  * `npm run bench:intent`: how soon a customer hears of a hot lead. A stack
  * with every service (one child process; with BENCH_INTENT_SPLIT=1 the
  * derived-events service in a second one) takes BENCH_INTENT_RATE (5,000)
- * events/s of ordinary viewing; meanwhile, every 100 ms a visitor that had
- * watched the whole video with full focus clicks the CTA, which takes its
+ * events/s of ordinary viewing; meanwhile, every 100 ms (open loop) a visitor
+ * that had watched the whole video with full focus clicks the CTA, which takes its
  * score from 60 to 73, past the threshold of 70. Measured: from the 202 of
  * that click's request to the `high_intent_lead` delivery at an HTTPS
  * receiver in this process. Rounds of BENCH_INTENT_ROUND_MS (20 s), after a
@@ -22,9 +22,10 @@ import { SchemaRegistry } from '../schemas/registry.ts';
 import { ConfigSchema } from '../shared/config.ts';
 import { topicNames } from '../shared/kafka/topics.ts';
 import { startHttpsReceiver } from '../test/helpers/https-receiver.ts';
+import { groupLags } from '../test/helpers/kafka-inspect.ts';
 import { metricSum } from '../test/helpers/prometheus-text.ts';
 import { setupTenant, sleep } from './context.ts';
-import { CpuMeter, fmtCores } from './cpu.ts';
+import { CpuMeter, fmtCores, reniceProcess } from './cpu.ts';
 import { formatProfileSummary, summarizeProfile, type CpuProfile } from './cpu-profile.ts';
 import { benchBrokers, runBench, startBenchRun } from './harness.ts';
 import { HttpClient } from './http-client.ts';
@@ -41,7 +42,15 @@ const CROSS_EVERY_MS = 100;
  * BENCH_INTENT_SPLIT=stages: in two, one per stage (DERIVED_STAGES), the intent stage's being the one measured and profiled.
  */
 const STAGES = process.env.BENCH_INTENT_SPLIT === 'stages';
-const SPLIT = process.env.BENCH_INTENT_SPLIT === '1' || STAGES;
+/**
+ * BENCH_INTENT_SPLIT=reads: as with 1, and the read side (projector and API)
+ * in a third process at nice BENCH_INTENT_READS_NICE (10), so the lead's
+ * road (intake, derived-events, fan-out, broker) has the cores first; its
+ * lag on player.events at the end of each round says what the read side gave up.
+ */
+const READS = process.env.BENCH_INTENT_SPLIT === 'reads';
+const READS_NICE = Number(process.env.BENCH_INTENT_READS_NICE ?? 10);
+const SPLIT = process.env.BENCH_INTENT_SPLIT === '1' || STAGES || READS;
 /** BENCH_INTENT_PROFILE=1 (with the split): the derived-events process under the V8 profiler over the rounds, where its CPU goes. */
 const PROFILE = SPLIT && process.env.BENCH_INTENT_PROFILE === '1';
 /** The key of a crossing visitor's record: `<tenant>:ses_<round>_<i>` or `<tenant>:vis_<round>_<i>` (ordinary viewing is `ses_v…`). */
@@ -63,6 +72,8 @@ interface Round {
   p50: number;
   p99: number;
   max: number;
+  /** Player events not yet committed by the projector when the load stopped. */
+  projectorLag: number;
 }
 
 async function main(): Promise<void> {
@@ -73,7 +84,7 @@ async function main(): Promise<void> {
     out(`command     npm run bench:intent`);
     out(`date        ${new Date().toISOString()}`);
     out(`machine     ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'unknown CPU'}, load avg ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} at start`);
-    out(`stack       ${STAGES ? 'SERVICES=derived in two processes (DERIVED_STAGES=intent, DERIVED_STAGES=repartition), every other service in another' : SPLIT ? 'SERVICES=derived in one process, every other service in another' : 'every service in one process'}`);
+    out(`stack       ${READS ? `SERVICES=derived in one process, projector and api in another at nice ${READS_NICE}, every other service in a third` : STAGES ? 'SERVICES=derived in two processes (DERIVED_STAGES=intent, DERIVED_STAGES=repartition), every other service in another' : SPLIT ? 'SERVICES=derived in one process, every other service in another' : 'every service in one process'}`);
     out(`load        ${fmtInt(RATE)} events/s in requests of ${BATCH} (ordinary viewing), one crossing click every ${CROSS_EVERY_MS} ms; ${ROUNDS} rounds of ${ROUND_MS / 1000} s after a warm-up round`);
     const { brokers, brokerPid } = await benchBrokers(run, process.env.KAFKA_BROKERS?.trim(), 12, progress);
     const rx = await startHttpsReceiver();
@@ -107,8 +118,14 @@ async function main(): Promise<void> {
       LOG_LEVEL: 'warn',
       ...settings,
     });
-    const worker = await StackWorker.start({ name: 'intent', logDir: run.tmp, env: stackEnv('intent', SPLIT ? 'ingest,projector,api,admin,fanout' : undefined) });
+    const worker = await StackWorker.start({ name: 'intent', logDir: run.tmp, env: stackEnv('intent', READS ? 'ingest,admin,fanout' : SPLIT ? 'ingest,projector,api,admin,fanout' : undefined) });
     run.cleanups.push(() => worker.stop());
+    let readSide: StackWorker | undefined;
+    if (READS) {
+      const reads = (readSide = await StackWorker.start({ name: 'intent-reads', logDir: run.tmp, env: stackEnv('intent-reads', 'projector,api') }));
+      run.cleanups.push(() => reads.stop());
+      reniceProcess(reads.pid!, READS_NICE);
+    }
     let derivedUrl = worker.ready.url;
     let derivedPid: number | undefined;
     let derivedWorker: StackWorker | undefined;
@@ -137,6 +154,11 @@ async function main(): Promise<void> {
     const watcher = kafka.consumer({ groupId: `bench-intent-hops-${run.runId}`, maxWaitTimeInMs: 10 });
     await watcher.connect();
     run.cleanups.push(() => watcher.disconnect());
+    const admin = kafka.admin();
+    await admin.connect();
+    run.cleanups.push(() => admin.disconnect());
+    /** Player events the projector has not committed yet: how far the read side is behind. */
+    const projectorLag = async () => (await groupLags(admin, { [`${prefix}projector`]: [topics.playerEvents] })).reduce((n, p) => n + p.lag, 0);
     await watcher.subscribe({ topics: [topics.playerEvents, topics.derivedByVisitor], fromBeginning: false });
     await watcher.run({
       partitionsConsumedConcurrently: 4,
@@ -205,20 +227,31 @@ async function main(): Promise<void> {
         }
         await Promise.all(inFlight);
       })();
+      // Open loop: a crossing starts every CROSS_EVERY_MS whatever the
+      // intake's latency (one after another, a slow 202 made them fewer, and
+      // a round's p99 the maximum of a few dozen).
       const crossings = (async () => {
-        for (let i = 0; performance.now() < end; i++) {
+        const started: Promise<void>[] = [];
+        for (let i = 0, next = performance.now(); next < end; i++, next += CROSS_EVERY_MS) {
+          const wait = next - performance.now();
+          if (wait > 0) await sleep(wait);
           const visitor = `vis_${name}_${i}`;
           const base = { video_id: videoIds[0], session_id: `ses_${name}_${i}`, visitor_id: visitor, duration: 120 };
-          // 40 (watched all) + 20 (all of it focused) = 60: not yet.
-          await post([{ ...base, event_name: 'watched_90_percent', watched_percentage: 100, current_time: 110 }, { ...base, event_name: 'heartbeat', play_ms: 5000, focus_ms: 5000, current_time: 110, watched_percentage: 100 }]);
-          await sleep(CROSS_EVERY_MS / 2);
-          acked.set(visitor, await post([{ ...base, event_name: 'cta_clicked', current_time: 111, watched_percentage: 100 }])); // 73: crossed
-          await sleep(CROSS_EVERY_MS / 2);
+          started.push(
+            (async () => {
+              // 40 (watched all) + 20 (all of it focused) = 60: not yet.
+              await post([{ ...base, event_name: 'watched_90_percent', watched_percentage: 100, current_time: 110 }, { ...base, event_name: 'heartbeat', play_ms: 5000, focus_ms: 5000, current_time: 110, watched_percentage: 100 }]);
+              await sleep(CROSS_EVERY_MS / 2);
+              acked.set(visitor, await post([{ ...base, event_name: 'cta_clicked', current_time: 111, watched_percentage: 100 }])); // 73: crossed
+            })(),
+          );
         }
+        await Promise.all(started);
       })();
       const t0 = performance.now();
       await Promise.all([load, crossings]);
       const eventsPerSec = sent / ((performance.now() - t0) / 1000);
+      const lagAtEnd = await projectorLag();
       const deadline = performance.now() + 30_000;
       while ([...acked.keys()].some((v) => !deliveredAt.has(v)) && performance.now() < deadline) await sleep(50);
       const lat = [...acked].filter(([v]) => deliveredAt.has(v)).map(([v, at]) => deliveredAt.get(v)! - at);
@@ -237,8 +270,8 @@ async function main(): Promise<void> {
         hop((v) => seen.copy.get(v), (v) => seen.lead.get(v)),
         hop((v) => seen.lead.get(v), (v) => deliveredAt.get(v)),
       ];
-      const round = { hops, refused: refused - refusedBefore, crossings: acked.size, delivered: lat.length, eventsPerSec, p50: quantile(lat, 0.5), p99: quantile(lat, 0.99), max: Math.max(...lat) };
-      progress(`${name}: ${fmtInt(eventsPerSec)} events/s (${round.refused} requests refused with 503 and sent again), ${round.delivered}/${round.crossings} leads delivered, p50 ${fmtMs(round.p50)}, p99 ${fmtMs(round.p99)}; hops p50 ${hops.map(fmtMs).join(' / ')}`);
+      const round = { hops, refused: refused - refusedBefore, crossings: acked.size, delivered: lat.length, eventsPerSec, p50: quantile(lat, 0.5), p99: quantile(lat, 0.99), max: Math.max(...lat), projectorLag: lagAtEnd };
+      progress(`${name}: ${fmtInt(eventsPerSec)} events/s (${round.refused} requests refused with 503 and sent again), ${round.delivered}/${round.crossings} leads delivered, p50 ${fmtMs(round.p50)}, p99 ${fmtMs(round.p99)}; hops p50 ${hops.map(fmtMs).join(' / ')}; projector lag ${fmtInt(lagAtEnd)} events`);
       return round;
     };
 
@@ -252,8 +285,10 @@ async function main(): Promise<void> {
     const meter = new CpuMeter(
       STAGES
         ? { bench: process.pid, 'stack without derived': worker.pid, 'derived intent': derivedPid, 'derived repartition': repartitionPid, broker: brokerPid }
-        : SPLIT
-          ? { bench: process.pid, 'stack without derived': worker.pid, derived: derivedPid, broker: brokerPid }
+        : READS
+          ? { bench: process.pid, 'intake, admin, fan-out': worker.pid, 'projector, api': readSide!.pid, derived: derivedPid, broker: brokerPid }
+          : SPLIT
+            ? { bench: process.pid, 'stack without derived': worker.pid, derived: derivedPid, broker: brokerPid }
           : { bench: process.pid, stack: worker.pid, broker: brokerPid },
     );
     meter.start();
@@ -269,8 +304,8 @@ async function main(): Promise<void> {
     out();
     out(
       table([
-        ['round', 'events/s', '503, sent again', 'crossings', 'delivered', 'p50', 'p99', 'max', 'p50 202→click', 'click→copy', 'copy→lead', 'lead→delivered'],
-        ...rounds.map((r, i) => [String(i + 1), fmtInt(r.eventsPerSec), String(r.refused), String(r.crossings), String(r.delivered), fmtMs(r.p50), fmtMs(r.p99), fmtMs(r.max), ...r.hops.map(fmtMs)]),
+        ['round', 'events/s', '503, sent again', 'crossings', 'delivered', 'p50', 'p99', 'max', 'p50 202→click', 'click→copy', 'copy→lead', 'lead→delivered', 'projector lag at end'],
+        ...rounds.map((r, i) => [String(i + 1), fmtInt(r.eventsPerSec), String(r.refused), String(r.crossings), String(r.delivered), fmtMs(r.p50), fmtMs(r.p99), fmtMs(r.max), ...r.hops.map(fmtMs), fmtInt(r.projectorLag)]),
       ]),
     );
     out();
