@@ -289,7 +289,7 @@ async function main(): Promise<void> {
           ? { bench: process.pid, 'intake, admin, fan-out': worker.pid, 'projector, api': readSide!.pid, derived: derivedPid, broker: brokerPid }
           : SPLIT
             ? { bench: process.pid, 'stack without derived': worker.pid, derived: derivedPid, broker: brokerPid }
-          : { bench: process.pid, stack: worker.pid, broker: brokerPid },
+            : { bench: process.pid, stack: worker.pid, broker: brokerPid },
     );
     meter.start();
     if (PROFILE) await derivedWorker!.rpc({ op: 'profileStart' });
