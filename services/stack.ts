@@ -9,7 +9,7 @@ import type { App } from '../shared/http/app.ts';
 import type { FastifyListenOptions } from 'fastify';
 import { addAcceptors } from '../shared/http/acceptors.ts';
 import { GroupCommitProducer } from '../shared/kafka/group-commit-producer.ts';
-import { createKafka, waitForCoordinator } from '../shared/kafka/kafka.ts';
+import { createKafka, createProducer, waitForCoordinator } from '../shared/kafka/kafka.ts';
 import { CoalescingSender } from '../shared/kafka/coalescing-sender.ts';
 import { DeadLetterSink } from '../shared/kafka/dead-letters.ts';
 import { LagMonitor } from '../shared/kafka/lag-monitor.ts';
@@ -29,7 +29,6 @@ import type { HealthSource, Problems } from './stack/readiness.ts';
 import { ShutdownSequence } from './stack/shutdown-sequence.ts';
 import { privateDataDir } from './stack/data-dir.ts';
 import { stackSecrets, type StackSecrets } from './stack/stack-secrets.ts';
-import { JavaCompatiblePartitioner } from '../shared/kafka/partitioner.ts';
 import { ReadCache } from './api/read-cache.ts';
 import { clientGone } from '../shared/clickhouse/bounded-reads.ts';
 
@@ -371,7 +370,7 @@ async function startIngestProducer(core: Core): Promise<GroupCommitProducer> {
 }
 
 async function startAdminProducer(core: Core): Promise<Producer> {
-  const producer = core.kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: JavaCompatiblePartitioner });
+  const producer = createProducer(core.kafka);
   await producer.connect();
   core.shutdown.add('admin-producer', () => producer.disconnect());
   return producer;

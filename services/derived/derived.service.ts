@@ -1,4 +1,5 @@
-import type { Admin, Kafka, KafkaMessage, Producer } from 'kafkajs';
+import type { Admin, Kafka, KafkaMessage } from 'kafkajs';
+import { createProducer } from '../../shared/kafka/kafka.ts';
 import { DEFAULT_HIGH_INTENT_THRESHOLD, DEFAULT_OFFER_WINDOW_SEC } from '../../schemas/intent-settings.ts';
 import { PlayerEventRecord, playerEventViolation } from '../../schemas/records.ts';
 import type { SchemaRegistry } from '../../schemas/registry.ts';
@@ -287,7 +288,7 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
       },
     });
 
-    const ticks: Producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
+    const ticks = createProducer(kafka);
     await ticks.connect();
     await changelog.start();
     await intent.start();

@@ -7,10 +7,9 @@ import { GroupConsumer, type Handling } from '../kafka/group-consumer.ts';
 import type { Metrics } from '../metrics.ts';
 import { PoisonRecordError, recordDecoder, type RecordDecoder } from '../kafka/poison.ts';
 import { CONFIG_KINDS, type ConfigKind, type Topics } from '../kafka/topics.ts';
-import { retryStartup } from '../kafka/kafka.ts';
+import { createProducer, retryStartup } from '../kafka/kafka.ts';
 import { withTimeout } from '../timeout.ts';
 import type { Logger } from '../logger.ts';
-import { JavaCompatiblePartitioner } from '../kafka/partitioner.ts';
 import { selects } from '../webhooks/fanout-plan.ts';
 
 const SCHEMA_OF = { tenants: TenantRecord, apiKeys: ApiKeyRecord, videos: VideoRecord, apiKeyUsage: ApiKeyUsageRecord, destinations: DestinationRecord };
@@ -242,7 +241,7 @@ export class ConfigWriter {
   readonly #topics: Topics;
 
   constructor(opts: { kafka: Kafka; store: ConfigStore; registry: SchemaRegistry; topics: Topics }) {
-    this.#producer = opts.kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: JavaCompatiblePartitioner });
+    this.#producer = createProducer(opts.kafka);
     this.#store = opts.store;
     this.#registry = opts.registry;
     this.#topics = opts.topics;

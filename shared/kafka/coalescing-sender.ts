@@ -1,7 +1,7 @@
 import { type Kafka, type Message, type Producer } from 'kafkajs';
 import { errorTypes, RecordTooLargeError } from '../failure-class.ts';
 import type { Logger } from '../logger.ts';
-import { JavaCompatiblePartitioner } from './partitioner.ts';
+import { createProducer } from './kafka.ts';
 
 export type TopicMessages = { topic: string; messages: Message[] }[];
 
@@ -101,7 +101,7 @@ export class CoalescingSender {
 
   async #ensureProducer(): Promise<Producer> {
     if (this.#producer) return this.#producer;
-    const producer = this.#opts.kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: JavaCompatiblePartitioner });
+    const producer = createProducer(this.#opts.kafka);
     await producer.connect();
     this.#producer = producer;
     return producer;

@@ -40,10 +40,6 @@ export class DeadLetterSink {
     this.#log = opts.log.child({ component: 'dead-letters' });
   }
 
-  get topic(): string {
-    return this.#topic;
-  }
-
   async send(letters: DeadLetter[]): Promise<void> {
     if (letters.length === 0) return;
     try {

@@ -3,8 +3,7 @@ import { type Kafka, type Message, type Producer } from 'kafkajs';
 import type { Logger } from '../logger.ts';
 import { withTimeout } from '../timeout.ts';
 import { retry, sleep } from '../retry.ts';
-import { JavaCompatiblePartitioner } from './partitioner.ts';
-import { TRANSACTIONAL_RETRY } from './kafka.ts';
+import { createProducer } from './kafka.ts';
 
 /** Kafka did not take the records; none of them will be seen by consumers. */
 export class KafkaUnavailableError extends Error {
@@ -267,14 +266,7 @@ export class GroupCommitProducer {
   }
 
   async #connectLane(lane: Lane): Promise<Producer> {
-    const producer = this.#opts.kafka.producer({
-      createPartitioner: JavaCompatiblePartitioner,
-      transactionalId: lane.transactionalId,
-      idempotent: true,
-      maxInFlightRequests: 1,
-      transactionTimeout: 30000,
-      retry: TRANSACTIONAL_RETRY,
-    });
+    const producer = createProducer(this.#opts.kafka, { id: lane.transactionalId, timeoutMs: 30000 });
     try {
       await producer.connect();
       // kafkajs initialises the transactional id (InitProducerId, which

@@ -1,6 +1,7 @@
-import { Kafka, logLevel, type Admin, type LogEntry } from 'kafkajs';
+import { Kafka, logLevel, type Admin, type LogEntry, type Producer } from 'kafkajs';
 import type { Logger } from '../logger.ts';
 import { retry } from '../retry.ts';
+import { JavaCompatiblePartitioner } from './partitioner.ts';
 
 /**
  * The one place a Kafka client is built. kafkajs logs go through pino so the
@@ -59,6 +60,21 @@ export function createKafka(opts: { brokers: string[]; clientId: string; log: Lo
  * 20 ms doubling did (`npm run bench:txn-retry`, docs/performance.md).
  */
 export const TRANSACTIONAL_RETRY = { retries: 15, initialRetryTime: 5, multiplier: 1.3, maxRetryTime: 200 };
+
+/**
+ * Every producer of the service: idempotent with one request in flight (a
+ * retry neither duplicates nor reorders), keyed records on the partitions
+ * the Java client would pick. A transactional one retries on
+ * TRANSACTIONAL_RETRY.
+ */
+export function createProducer(kafka: Kafka, transactional?: { id: string; timeoutMs: number }): Producer {
+  return kafka.producer({
+    idempotent: true,
+    maxInFlightRequests: 1,
+    createPartitioner: JavaCompatiblePartitioner,
+    ...(transactional && { transactionalId: transactional.id, transactionTimeout: transactional.timeoutMs, retry: TRANSACTIONAL_RETRY }),
+  });
+}
 
 /**
  * Waits until the group coordinator answers: on a fresh broker it is still

@@ -30,7 +30,7 @@ export class LagMonitor {
 
   start(intervalMs = 5000): void {
     const tick = () => {
-      this.#sampling = this.sample().then(() => undefined).finally(() => {
+      this.#sampling = this.sample().finally(() => {
         this.#sampling = undefined;
         if (this.#timer) this.#timer = setTimeout(tick, intervalMs);
       });
@@ -44,9 +44,8 @@ export class LagMonitor {
     await this.#sampling;
   }
 
-  /** One sample of every watched group; returns the lag per `group topic partition`. */
-  async sample(): Promise<Map<string, number>> {
-    const out = new Map<string, number>();
+  /** One sample of every watched group, into the consumer-lag gauge. */
+  async sample(): Promise<void> {
     const ends = new Map<string, Map<number, { low: bigint; high: bigint }>>();
     try {
       for (const topics of this.#groups.values()) {
@@ -69,13 +68,11 @@ export class LagMonitor {
             const from = BigInt(offset) < 0n ? end.low : BigInt(offset);
             const lag = Number(end.high > from ? end.high - from : 0n);
             this.#metrics.consumerLag.set({ group: groupId, topic, partition: String(partition) }, lag);
-            out.set(`${groupId} ${topic} ${partition}`, lag);
           }
         }
       }
     } catch (err) {
       this.#log.debug({ err: { message: (err as Error).message } }, 'lag_sample_failed');
     }
-    return out;
   }
 }

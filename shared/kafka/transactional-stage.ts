@@ -2,8 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Admin, EachBatchPayload, KafkaMessage, Message, Producer } from 'kafkajs';
 import { GroupMember, type GroupMemberOptions } from './group-member.ts';
 import { messageBytes } from './coalescing-sender.ts';
-import { TRANSACTIONAL_RETRY } from './kafka.ts';
-import { JavaCompatiblePartitioner } from './partitioner.ts';
+import { createProducer } from './kafka.ts';
 import type { DeadLetter } from './dead-letters.ts';
 import type { Decoded } from './poison.ts';
 
@@ -348,14 +347,7 @@ export class TransactionalStage<T> {
   /** The process's transactional producer, started on first use. */
   #connect(): Promise<Producer> {
     if (!this.#producer) {
-      const producer = this.#opts.kafka.producer({
-        transactionalId: this.#transactionalId,
-        transactionTimeout: TRANSACTION_TIMEOUT_MS,
-        idempotent: true,
-        maxInFlightRequests: 1,
-        createPartitioner: JavaCompatiblePartitioner,
-        retry: TRANSACTIONAL_RETRY,
-      });
+      const producer = createProducer(this.#opts.kafka, { id: this.#transactionalId, timeoutMs: TRANSACTION_TIMEOUT_MS });
       const started = producer.connect().then(() => producer);
       this.#producer = started;
       started.catch(() => {
