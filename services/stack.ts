@@ -10,6 +10,7 @@ import type { FastifyListenOptions } from 'fastify';
 import { addAcceptors } from '../shared/http/acceptors.ts';
 import { GroupCommitProducer } from '../shared/kafka/group-commit-producer.ts';
 import { createKafka, createProducer, waitForCoordinator } from '../shared/kafka/kafka.ts';
+import type { ConsumerServiceDeps } from '../shared/kafka/group-member.ts';
 import { CoalescingSender } from '../shared/kafka/coalescing-sender.ts';
 import { DeadLetterSink } from '../shared/kafka/dead-letters.ts';
 import { LagMonitor } from '../shared/kafka/lag-monitor.ts';
@@ -227,7 +228,7 @@ function startReadCache(core: Core): ReadCache | undefined {
 }
 
 /** The options every consumer service (projector, fan-out, derived events) takes from the core and the shared parts. */
-function consumerOptions(core: Core, shared: Shared) {
+function consumerOptions(core: Core, shared: Shared): ConsumerServiceDeps {
   const { config, kafka, registry, topics, log, metrics } = core;
   return {
     kafka,

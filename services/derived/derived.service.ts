@@ -1,36 +1,23 @@
-import type { Admin, Kafka, KafkaMessage } from 'kafkajs';
+import type { Admin, KafkaMessage } from 'kafkajs';
 import { createProducer } from '../../shared/kafka/kafka.ts';
 import { DEFAULT_HIGH_INTENT_THRESHOLD, DEFAULT_OFFER_WINDOW_SEC } from '../../schemas/intent-settings.ts';
 import { PlayerEventRecord, playerEventViolation } from '../../schemas/records.ts';
-import type { SchemaRegistry } from '../../schemas/registry.ts';
 import type { ConfigStore } from '../../shared/config-store/config-store.ts';
 import { Changelog } from '../../shared/kafka/changelog.ts';
 import { CoalescingSender } from '../../shared/kafka/coalescing-sender.ts';
-import type { DeadLetter, DeadLetterSink } from '../../shared/kafka/dead-letters.ts';
+import type { DeadLetter } from '../../shared/kafka/dead-letters.ts';
 import { playerEventKey } from '../../shared/kafka/event-keys.ts';
 import { GroupConsumer } from '../../shared/kafka/group-consumer.ts';
-import { groupProblems } from '../../shared/kafka/group-member.ts';
+import { groupProblems, type ConsumerServiceDeps } from '../../shared/kafka/group-member.ts';
 import { partitionOfKey } from '../../shared/kafka/partitioner.ts';
 import { fieldsDecoder, PoisonRecordError, recordDecoder, type Decoded } from '../../shared/kafka/poison.ts';
-import type { Topics } from '../../shared/kafka/topics.ts';
 import { MAX_SEND_BYTES, sendRequests, TransactionalStage, type StageOutput } from '../../shared/kafka/transactional-stage.ts';
 import { DERIVED_STAGE_NAMES, type DerivedStage } from '../../shared/config.ts';
-import type { Logger } from '../../shared/logger.ts';
-import type { Metrics } from '../../shared/metrics.ts';
 import { applyEvent, applyTick, emptyState, eventTag, newStep, type IntentSettings, type PartitionState, type RuleOptions, type SessionState, type VisitorState, sessionKey } from './intent-rules.ts';
 
-export interface DerivedDeps {
-  kafka: Kafka;
+export interface DerivedDeps extends ConsumerServiceDeps {
   admin: Admin;
-  registry: SchemaRegistry;
   store: ConfigStore;
-  topics: Topics;
-  groupPrefix: string;
-  log: Logger;
-  metrics: Metrics;
-  deadLetters: DeadLetterSink;
-  stallMs: number;
-  sessionTimeoutMs?: number;
   sessionIdleMs: number;
   tickMs: number;
   latenessMs: number;

@@ -1,17 +1,13 @@
-import type { Kafka, Message } from 'kafkajs';
+import type { Message } from 'kafkajs';
 import { DeliveryRecord, PlayerEventRecord, playerEventViolation } from '../../schemas/records.ts';
-import type { SchemaRegistry } from '../../schemas/registry.ts';
 import type { ConfigStore } from '../../shared/config-store/config-store.ts';
-import type { Topics } from '../../shared/kafka/topics.ts';
 import type { Logger } from '../../shared/logger.ts';
-import type { Metrics } from '../../shared/metrics.ts';
 import type { SecretBox } from '../../shared/secrets.ts';
 import { GroupConsumer } from '../../shared/kafka/group-consumer.ts';
-import { classifyFailure } from '../../shared/failure-class.ts';
-import { RecordTooLargeError } from '../../shared/failure-class.ts';
+import { classifyFailure, RecordTooLargeError } from '../../shared/failure-class.ts';
 import { CoalescingSender, isSizeError, type TopicMessages } from '../../shared/kafka/coalescing-sender.ts';
-import type { DeadLetter, DeadLetterSink } from '../../shared/kafka/dead-letters.ts';
-import { groupProblems } from '../../shared/kafka/group-member.ts';
+import type { DeadLetter } from '../../shared/kafka/dead-letters.ts';
+import { groupProblems, type ConsumerServiceDeps } from '../../shared/kafka/group-member.ts';
 import { DURABLE_HANDOFF, retry } from '../../shared/retry.ts';
 import { fieldsDecoder, recordDecoder, type Decoded } from '../../shared/kafka/poison.ts';
 import { tenantOfPlayerEventKey } from '../../shared/kafka/event-keys.ts';
@@ -21,29 +17,18 @@ import { Lanes } from './lanes.ts';
 import { hostOf } from '../../shared/webhooks/fanout-plan.ts';
 import type { HttpsDeliveryClient } from '../../shared/webhooks/https-delivery.ts';
 
-export interface FanoutDeps {
-  kafka: Kafka;
-  registry: SchemaRegistry;
+export interface FanoutDeps extends ConsumerServiceDeps {
   store: ConfigStore;
-  topics: Topics;
-  groupPrefix: string;
   secrets: SecretBox;
   /** Posts with the destination id as `pool`, so each destination keeps its own connections. */
   client: Pick<HttpsDeliveryClient, 'post'>;
   /** Delays of the three retry tiers, in ms. */
   delaysMs: readonly number[];
-  log: Logger;
-  metrics: Metrics;
   maxInFlight: number;
   perDestinationConcurrency: number;
   perDestinationQueue: number;
-  deadLetters: DeadLetterSink;
-  /** Work pending with no progress for this long makes a consumer unhealthy. */
-  stallMs: number;
   /** A queued delivery is attempted up to this long after it falls due, with the others due by then (WEBHOOK_DUE_BATCH_MS). */
   dueBatchMs: number;
-  /** Group session timeout of every consumer (KAFKA_SESSION_TIMEOUT_MS). */
-  sessionTimeoutMs?: number;
   /** Consecutive failed produce requests after which a producer counts as unhealthy. */
   producerFailuresUnhealthy: number;
   now?: () => number;

@@ -1,15 +1,9 @@
-import type { Kafka } from 'kafkajs';
 import { PlayerEventRecord, SecurityEventRecord, VideoRecord, WebhookAttemptRecord, playerEventViolation } from '../../schemas/records.ts';
-import type { SchemaRegistry } from '../../schemas/registry.ts';
 import { chTime, type ClickHouseClient } from '../../shared/clickhouse/clickhouse.ts';
 import { insertLines, insertRows } from '../../shared/clickhouse/insert-rows.ts';
 import { GroupConsumer, type BatchItem } from '../../shared/kafka/group-consumer.ts';
-import { groupProblems } from '../../shared/kafka/group-member.ts';
-import type { DeadLetterSink } from '../../shared/kafka/dead-letters.ts';
+import { groupProblems, type ConsumerServiceDeps } from '../../shared/kafka/group-member.ts';
 import { PoisonRecordError, recordDecoder } from '../../shared/kafka/poison.ts';
-import type { Topics } from '../../shared/kafka/topics.ts';
-import type { Logger } from '../../shared/logger.ts';
-import type { Metrics } from '../../shared/metrics.ts';
 import { dedupeRetriedEvents, needsLookup } from './event-dedupe.ts';
 import type { VisitorSnapshot } from '../../shared/score.ts';
 import { decodeVisitorState, visitorRow } from './visitor-rows.ts';
@@ -17,22 +11,10 @@ import { candidateLine, chTimeMs, EVENT_COLUMNS, eventLine, LATEST_EVENT_TIME, r
 import { InsertTouches, type InsertListener } from '../../shared/read-touches.ts';
 import { isSignal } from '../../shared/event-names.ts';
 
-export interface ProjectorDeps {
-  kafka: Kafka;
+export interface ProjectorDeps extends ConsumerServiceDeps {
   clickhouse: ClickHouseClient;
-  registry: SchemaRegistry;
-  log: Logger;
-  metrics: Metrics;
   flushMs: number;
   maxRows: number;
-  topics: Topics;
-  /** Prefix of consumer group ids (the topic prefix). */
-  groupPrefix: string;
-  deadLetters: DeadLetterSink;
-  /** Work pending with no progress for this long makes a consumer unhealthy. */
-  stallMs: number;
-  /** Group session timeout of every consumer (KAFKA_SESSION_TIMEOUT_MS). */
-  sessionTimeoutMs?: number;
   /**
    * Told what each insert of events and visitor snapshots touched, as it is
    * sent and once it has returned or failed: the read API's cache in the

@@ -1,9 +1,27 @@
 import type { Consumer, ConsumerConfig, EachBatchPayload, Kafka, KafkaMessage } from 'kafkajs';
+import type { SchemaRegistry } from '../../schemas/registry.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { DeadLetter, DeadLetterSink } from './dead-letters.ts';
 import { crashCause, CrashRestarts } from './crash-restarts.ts';
 import { PoisonRecordError, type Decoded, type PoisonReason, type RecordDecoder } from './poison.ts';
+import type { Topics } from './topics.ts';
+
+/** What every consumer service (projector, fan-out, derived events) takes from the composition root. */
+export interface ConsumerServiceDeps {
+  kafka: Kafka;
+  registry: SchemaRegistry;
+  topics: Topics;
+  /** Prefix of consumer group ids (the topic prefix). */
+  groupPrefix: string;
+  log: Logger;
+  metrics: Metrics;
+  deadLetters: DeadLetterSink;
+  /** Work pending with no progress for this long makes a consumer unhealthy. */
+  stallMs: number;
+  /** Group session timeout of every consumer (KAFKA_SESSION_TIMEOUT_MS). */
+  sessionTimeoutMs?: number;
+}
 
 export interface GroupMemberOptions<T> {
   kafka: Kafka;
