@@ -35,7 +35,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { join } from 'node:path';
 import { KAFKA_VERSION } from '../infra/kafka/local-broker.ts';
 import { ConfigSchema, loadConfig } from '../shared/config.ts';
-import { createKafka } from '../shared/kafka/kafka.ts';
+import { createKafka, createProducer } from '../shared/kafka/kafka.ts';
 import { topicNames } from '../shared/kafka/topics.ts';
 import { createLogger } from '../shared/logger.ts';
 import { startHttpsReceiver, type HttpsReceiver, type ReceivedRequest } from '../test/helpers/https-receiver.ts';
@@ -50,7 +50,6 @@ import { metricSample, metricSum, parsePrometheusText } from '../test/helpers/pr
 import type { RawRunRequest, RawRunResult } from './webhooks-raw.ts';
 import { StackWorker } from './worker-client.ts';
 import type { ProcessStats } from './worker-protocol.ts';
-import { JavaCompatiblePartitioner } from '../shared/kafka/partitioner.ts';
 
 const QUICK = process.env.BENCH_QUICK === '1';
 /**
@@ -456,7 +455,7 @@ async function main(): Promise<void> {
     // --- produce probe: the fan-out's producer settings, one record per send ----
     const probeTopic = `${prefix}bench.produce-probe`;
     await kadmin.createTopics({ topics: [{ topic: probeTopic, numPartitions: settings.KAFKA_TOPIC_PARTITIONS, replicationFactor: -1 }], waitForLeaders: true });
-    const probeProducer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: JavaCompatiblePartitioner });
+    const probeProducer = createProducer(kafka);
     await probeProducer.connect();
     cleanups.push(() => probeProducer.disconnect());
     /** `lane` concurrent callers, each awaiting one acks=-1 send of one record at a time, as the fan-out's attempts do. */

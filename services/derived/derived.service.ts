@@ -1,5 +1,4 @@
 import type { Admin, KafkaMessage } from 'kafkajs';
-import { createProducer } from '../../shared/kafka/kafka.ts';
 import { DEFAULT_HIGH_INTENT_THRESHOLD, DEFAULT_OFFER_WINDOW_SEC } from '../../schemas/intent-settings.ts';
 import { PlayerEventRecord, playerEventViolation } from '../../schemas/records.ts';
 import type { ConfigStore } from '../../shared/config-store/config-store.ts';
@@ -9,6 +8,7 @@ import type { DeadLetter } from '../../shared/kafka/dead-letters.ts';
 import { playerEventKey } from '../../shared/kafka/event-keys.ts';
 import { GroupConsumer } from '../../shared/kafka/group-consumer.ts';
 import { groupProblems, type ConsumerServiceDeps } from '../../shared/kafka/group-member.ts';
+import { createProducer } from '../../shared/kafka/kafka.ts';
 import { partitionOfKey } from '../../shared/kafka/partitioner.ts';
 import { fieldsDecoder, PoisonRecordError, recordDecoder, type Decoded } from '../../shared/kafka/poison.ts';
 import { MAX_SEND_BYTES, sendRequests, TransactionalStage, type StageOutput } from '../../shared/kafka/transactional-stage.ts';
