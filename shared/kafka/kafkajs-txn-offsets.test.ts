@@ -62,8 +62,10 @@ describe('kafkajs transaction offsets with the group generation', () => {
     expect(before.generationId).toBeGreaterThan(0);
     expect(before.memberId).not.toBe('');
     await commit('5', before);
-    // The coordinator writes a commit's markers after EndTxn answers.
-    await expect.poll(committed).toBe('5');
+    // The coordinator writes a commit's markers after EndTxn answers: on a
+    // loaded machine (a CI run beside the rest of the suite) well past the
+    // poll's default second.
+    await expect.poll(committed, { timeout: 15_000 }).toBe('5');
 
     // A second member joins: the first rejoins in a new generation.
     await join();
@@ -71,6 +73,6 @@ describe('kafkajs transaction offsets with the group generation', () => {
 
     await expect(commit('7', before)).rejects.toThrow(/generation/i);
     await commit('9', first.at(-1)!);
-    await expect.poll(committed).toBe('9');
+    await expect.poll(committed, { timeout: 15_000 }).toBe('9');
   }, 60_000);
 });
