@@ -110,7 +110,7 @@ export const Destination = z
     name: z.string(),
     url: z.string(),
     events: z.array(z.string()),
-    secret_masked: z.string().nullable().meta({ description: 'Prefix and last characters only; null when there is no secret' }),
+    secret_masked: z.string().nullable().meta({ description: 'A generated secret: its prefix and last 4 characters; an integration\'s: … and at most an eighth of it from its end; null when there is no secret' }),
     created_at: z.string(),
     updated_at: z.string(),
   })

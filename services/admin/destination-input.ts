@@ -16,7 +16,7 @@ export const EventNames = z
   .array(z.enum(WEBHOOK_EVENT_NAMES as [string, ...string[]], { error: () => `unknown event name; expected one of ${WEBHOOK_EVENT_NAMES.join(', ')}` }))
   .max(WEBHOOK_EVENT_NAMES.length * 2)
   .transform((list) => [...new Set(list)])
-  .meta({ description: 'Event names of spec 6.1 to receive (coming-soon names may be selected); absent or empty: every active event' });
+  .meta({ description: 'Event names of spec 6.1 to receive; absent or empty: every event' });
 
 /**
  * An https URL without credentials, stored in its WHATWG-normalised form

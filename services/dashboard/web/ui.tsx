@@ -53,7 +53,6 @@ const STATUS_TEXT: Record<string, string> = {
   failed: 'Failed',
   active: 'Active',
   revoked: 'Revoked',
-  coming_soon: 'Coming soon',
 };
 
 export function Badge({ status }: { status: string }) {
