@@ -5,14 +5,10 @@ import { PLAYER_SIGNALS } from '../../shared/event-names.ts';
 import type { FactorInputs } from '../../shared/score.ts';
 import { keysetTail, readDistinct } from './event-page.ts';
 
-export interface EventRow {
-  event_name: string;
-  visitor_id: string;
-  ts: number;
-  event_id: string;
-}
-
 const EventPageRow = z.object({ event_name: z.string(), visitor_id: z.string(), ts: chInt, id_text: chUuid });
+const eventRow = (r: z.output<typeof EventPageRow>) => ({ event_name: r.event_name, visitor_id: r.visitor_id, ts: r.ts, event_id: r.id_text });
+/** One event of a video's events page (`eventRow`). */
+export type EventRow = ReturnType<typeof eventRow>;
 /** A visitor's score inputs (FactorInputs) and newest event, as VISITOR_FACTORS_SQL reads them. */
 export const VisitorFactorsRow = z.object({
   max_watched_percentage: chFloat,
@@ -125,7 +121,7 @@ export class EventsRepository {
   async page(q: EventPageQuery, signal?: AbortSignal): Promise<EventRow[]> {
     return readDistinct(q.limit, q.after, async (after, rows) => {
       const found = await this.#reads.rows('events page', EventPageRow, eventPageQuery({ ...q, after }, rows), signal);
-      return found.map((r) => ({ event_name: r.event_name, visitor_id: r.visitor_id, ts: r.ts, event_id: r.id_text }));
+      return found.map(eventRow);
     });
   }
 

@@ -50,23 +50,11 @@ export interface TimelineQuery {
   limit: number;
 }
 
-export interface TimelineRow {
-  event_name: string;
-  video_id: string;
-  session_id: string;
-  ts: number;
-  event_id: string;
-}
+/** One event of a visitor's timeline (`timelineRow`). */
+export type TimelineRow = ReturnType<typeof timelineRow>;
 
-export interface LeadDeliveryRow {
-  visitor_id: string;
-  id: string;
-  destination_id: string;
-  event_name: string;
-  status: 'pending' | 'retrying' | 'succeeded' | 'failed';
-  attempts: number;
-  created_at: number;
-}
+/** A delivery about a visitor (`leadDeliveryRow`). */
+export type LeadDeliveryRow = ReturnType<typeof leadDeliveryRow>;
 
 const VisitorListRow = z.object({
   vis: z.string(),
@@ -175,7 +163,16 @@ export function timelineFirstPagesQuery(q: { tenantId: string; visitorIds: strin
 }
 
 const TimelinePagesRow = TimelinePageRow.extend({ vis: z.string() });
-const timelineRow = (r: z.output<typeof TimelinePageRow>): TimelineRow => ({ event_name: r.event_name, video_id: r.vid, session_id: r.session_id, ts: r.ts, event_id: r.id_text });
+const timelineRow = (r: z.output<typeof TimelinePageRow>) => ({ event_name: r.event_name, video_id: r.vid, session_id: r.session_id, ts: r.ts, event_id: r.id_text });
+const leadDeliveryRow = (r: z.output<typeof LeadDeliveryDbRow>) => ({
+  visitor_id: r.vis,
+  id: r.id,
+  destination_id: r.dest_id,
+  event_name: r.ev_name,
+  status: r.status,
+  attempts: r.attempts,
+  created_at: r.created_at_ms,
+});
 
 /** Reads of the visitor read model (`visitors`, `visitor_timeline`), bounded. */
 export class VisitorsRepository {
@@ -290,14 +287,6 @@ export class VisitorsRepository {
       },
       signal,
     );
-    return rows.map((r) => ({
-      visitor_id: r.vis,
-      id: r.id,
-      destination_id: r.dest_id,
-      event_name: r.ev_name,
-      status: r.status,
-      attempts: r.attempts,
-      created_at: r.created_at_ms,
-    }));
+    return rows.map(leadDeliveryRow);
   }
 }
