@@ -198,10 +198,10 @@ function sharedHealth(config: Config, shared: Shared): HealthSource[] {
     },
     {
       name: 'dead_letters',
-      problems: (): Problems =>
-        deadLetterSender.consecutiveFailures >= config.PRODUCER_FAILURES_UNHEALTHY
-          ? { 'dead-letters': `producer failing: ${deadLetterSender.consecutiveFailures} requests in a row` }
-          : {},
+      problems: (): Problems => {
+        const problem = deadLetterSender.problem(config.PRODUCER_FAILURES_UNHEALTHY);
+        return problem ? { 'dead-letters': problem } : {};
+      },
     },
   ];
 }

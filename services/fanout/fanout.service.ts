@@ -66,7 +66,8 @@ export async function startFanout(deps: FanoutDeps) {
     health(): Record<string, string> {
       const out = groupProblems(consumers);
       for (const p of [deliveries, alerts]) {
-        if (p.consecutiveFailures >= deps.producerFailuresUnhealthy) out[p.name] = `producer failing: ${p.consecutiveFailures} requests in a row`;
+        const problem = p.problem(deps.producerFailuresUnhealthy);
+        if (problem) out[p.name] = problem;
       }
       return out;
     },

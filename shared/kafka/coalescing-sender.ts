@@ -78,6 +78,12 @@ export class CoalescingSender {
     return this.#opts.name;
   }
 
+  /** Why the producer counts as unhealthy once `failuresUnhealthy` requests in a row failed; undefined before. */
+  problem(failuresUnhealthy: number): string | undefined {
+    const n = this.#consecutiveFailures;
+    return n >= failuresUnhealthy ? `producer failing: ${n} requests in a row` : undefined;
+  }
+
   async connect(): Promise<void> {
     await this.#ensureProducer();
   }
