@@ -171,6 +171,11 @@ export class ConfigStore {
 
   /** Applies a record (or skips it), marks its offset read, and answers the work left: its dead letter, if any. */
   #apply(kind: ConfigKind, topic: string, partition: number, message: KafkaMessage): Handling {
+    const offset = BigInt(message.offset);
+    // A consumer that restarts (after a broker loss, say) reads its topics
+    // from the start again: what is applied is skipped, or a revoked key or a
+    // suspended tenant would stand as it was until the re-read passed it.
+    if (offset <= (this.#applied.get(kind) ?? -1n)) return { kind: 'work', done: Promise.resolve() };
     let letter: Promise<void> = Promise.resolve();
     const id = message.key?.toString() ?? '';
     try {
@@ -207,7 +212,6 @@ export class ConfigStore {
       this.skipped++;
       letter = this.#deadLetter(topic, partition, message, err);
     }
-    const offset = BigInt(message.offset);
     this.#applied.set(kind, offset);
     for (const w of this.#waiters) {
       if (w.kind === kind && w.offset <= offset) {
