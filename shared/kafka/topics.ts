@@ -48,77 +48,33 @@ export function topicNames(prefix = ''): Topics {
  * {@link ensureTopics}, which sizes it to the cluster it creates them on.
  */
 export function topicDefinitions(topics: Topics, partitions: number): ITopicConfig[] {
-  const compacted = (topic: string): ITopicConfig => ({
+  const def = (topic: string, numPartitions: number, config: Record<string, string>): ITopicConfig => ({
     topic,
-    numPartitions: 1,
+    numPartitions,
     replicationFactor: -1,
-    configEntries: [
-      { name: 'cleanup.policy', value: 'compact' },
-      { name: 'min.compaction.lag.ms', value: '0' },
-      { name: 'segment.ms', value: String(60 * 60 * 1000) },
-    ],
+    configEntries: Object.entries(config).map(([name, value]) => ({ name, value })),
   });
+  const compacted = { 'cleanup.policy': 'compact', 'min.compaction.lag.ms': '0', 'segment.ms': String(60 * 60 * 1000) };
+  const forever = { 'retention.ms': '-1' };
+  const week = { 'retention.ms': String(7 * 24 * 3600 * 1000) };
   return [
-    {
-      topic: topics.playerEvents,
-      numPartitions: partitions,
-      replicationFactor: -1,
-      // Room for a whole intake transaction in one partition's record batch
-      // (the producer caps a transaction at 2 MiB; one request is ≤ 1 MiB of JSON).
-      configEntries: [
-        { name: 'retention.ms', value: '-1' },
-        { name: 'max.message.bytes', value: String(8 * 1024 * 1024) },
-      ],
-    },
-    ...CONFIG_KINDS.map((k) => compacted(topics[k])),
+    // Room for a whole intake transaction in one partition's record batch
+    // (the producer caps a transaction at 2 MiB; one request is ≤ 1 MiB of JSON).
+    def(topics.playerEvents, partitions, { ...forever, 'max.message.bytes': String(8 * 1024 * 1024) }),
+    ...CONFIG_KINDS.map((k) => def(topics[k], 1, compacted)),
     // Deliveries waiting for a retry, or queued by hand (Test, reprocess):
     // kept 7 days, longer than the whole retry schedule.
-    ...(['retry1', 'retry2', 'retry3', 'webhooksManual'] as const).map((k) => ({
-      topic: topics[k],
-      numPartitions: partitions,
-      replicationFactor: -1,
-      configEntries: [{ name: 'retention.ms', value: String(7 * 24 * 3600 * 1000) }],
-    })),
-    ...(['webhooksFailed', 'webhookAttempts', 'securityEvents'] as const).map((k) => ({
-      topic: topics[k],
-      numPartitions: partitions,
-      replicationFactor: -1,
-      configEntries: [{ name: 'retention.ms', value: '-1' }],
-    })),
+    ...(['retry1', 'retry2', 'retry3', 'webhooksManual'] as const).map((k) => def(topics[k], partitions, week)),
+    ...(['webhooksFailed', 'webhookAttempts', 'securityEvents'] as const).map((k) => def(topics[k], partitions, forever)),
     // The derived-events service: player events keyed by visitor (its
     // repartition), and its state's changelog, compacted, one partition per
     // partition of the repartition (its visitor records are also the source
     // of the visitor read model).
-    {
-      topic: topics.derivedByVisitor,
-      numPartitions: partitions,
-      replicationFactor: -1,
-      configEntries: [
-        { name: 'retention.ms', value: String(7 * 24 * 3600 * 1000) },
-        { name: 'max.message.bytes', value: String(8 * 1024 * 1024) },
-      ],
-    },
-    {
-      topic: topics.derivedState,
-      numPartitions: partitions,
-      replicationFactor: -1,
-      configEntries: [
-        { name: 'cleanup.policy', value: 'compact' },
-        { name: 'min.compaction.lag.ms', value: '0' },
-        { name: 'segment.ms', value: String(60 * 60 * 1000) },
-      ],
-    },
-    {
-      // Records no consumer could read, with their original bytes: room for
-      // the largest record any source topic accepts, plus the dlq-* headers.
-      topic: topics.deadLetters,
-      numPartitions: 1,
-      replicationFactor: -1,
-      configEntries: [
-        { name: 'retention.ms', value: '-1' },
-        { name: 'max.message.bytes', value: String(9 * 1024 * 1024) },
-      ],
-    },
+    def(topics.derivedByVisitor, partitions, { ...week, 'max.message.bytes': String(8 * 1024 * 1024) }),
+    def(topics.derivedState, partitions, compacted),
+    // Records no consumer could read, with their original bytes: room for
+    // the largest record any source topic accepts, plus the dlq-* headers.
+    def(topics.deadLetters, 1, { ...forever, 'max.message.bytes': String(9 * 1024 * 1024) }),
   ];
 }
 
