@@ -9,8 +9,8 @@ import { createCipheriv, createDecipheriv, createSecretKey, randomBytes, type Ke
 export class SecretBox {
   /**
    * A KeyObject, not the Buffer: given a Buffer, every cipher Node 24 makes
-   * builds a key object of its own first, several times the cost of the
-   * open itself, and the fan-out opens a destination's secret at every attempt.
+   * builds a costly key object of its own first, and the fan-out opens a
+   * destination's secret at every attempt.
    */
   readonly #key: KeyObject;
 

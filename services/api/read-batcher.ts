@@ -1,7 +1,7 @@
 /**
  * Reads of many visitors as one query (scores, first pages of timelines).
  * The engine's cost of a query is mostly fixed (parsing, planning, opening
- * parts), so reading 64 visitors' rows costs about what one costs: concurrent
+ * parts), so reading many visitors' rows costs about what one costs: concurrent
  * reads that would queue behind each other are sent together instead. No
  * timer: a read goes out at once when fewer than `maxInFlight` batches are
  * running, and the reads that arrive meanwhile wait for the next free slot

@@ -75,7 +75,7 @@ export async function dashboardPlugin(app: FastifyInstance, opts: DashboardPlugi
 
   app.get('/', { schema: { hide: true } }, sendShell);
   // NOTE: not @fastify/static: esbuild builds the assets into memory at
-  // start (write: false, ~300 ms), so there is no directory to serve, and
+  // start (write: false), so there is no directory to serve, and
   // writing one only to read it back would add a build output to keep in
   // step with the sources. Two files, served from a Map.
   app.get('/assets/:name', { schema: { hide: true } }, async (req, reply) => {

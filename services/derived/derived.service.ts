@@ -34,9 +34,9 @@ export interface DerivedDeps extends ConsumerServiceDeps {
 const ENDED_RETENTION_MS = 60 * 60 * 1000;
 const TICK = 'tick';
 /**
- * Header of a by-visitor record of one copy, as written before copies were
- * packed: where the event was read, `<partition>:<offset>`. Older ones carry
- * `src-partition` and `src-offset`. The intent stage still reads both.
+ * Header of a by-visitor record of the older one-copy format (still read):
+ * where the event was read, `<partition>:<offset>`; the oldest records carry
+ * `src-partition` and `src-offset`. The intent stage reads both.
  */
 const SRC = 'src';
 const STREAM_TIME_KEY = 't';
@@ -121,13 +121,12 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
   // copies the bytes. What it cannot route (not Avro of a known schema,
   // bytes Avro cannot walk) it dead-letters; an event it can route but that
   // breaks the record's rules is the intent stage's to dead-letter, which
-  // decodes every event whole (a record judged twice cost most of this stage).
+  // decodes every event whole anyway, so no record is judged twice.
   // It copies at least once, not in transactions: a copy written again
   // (after a crash or a rebalance) carries the source partition and offset
   // of the first, which the intent stage's state has counted
   // (intent-rules.ts, applyEvent), so nothing downstream happens twice; and
-  // its read_committed reader no longer waits on twelve producers' open
-  // transactions per partition.
+  // its read_committed reader waits on no producers' open transactions.
   const startRepartition = async (): Promise<Stage> => {
     const copies = new CoalescingSender({ kafka, log, name: 'derived.by-visitor' });
     await copies.connect();
@@ -143,7 +142,7 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
           // Per by-visitor partition (the one the visitor's key hashes to, as
           // a keyed record would land), the copies in the order read, many to
           // a record: the broker and the clients pay a record's cost per
-          // record, and one per event was most of this service's CPU.
+          // record, and one per event would dominate this service's CPU.
           const packs = new Map<number, { copies: { src_partition: number; src_offset: number; event: Buffer }[]; bytes: number }[]>();
           for (const { record, message, partition } of items) {
             if (record.kind !== 'value' || record.value.source === 'derived' || !message.value) continue;
@@ -205,7 +204,7 @@ export async function startDerived(deps: DerivedDeps): Promise<DerivedService> {
         const tick = message.headers?.[TICK];
         if (tick !== undefined) return { kind: 'value', value: { kind: 'tick', at: Number(String(tick)) } };
         if (message.headers?.[SRC] !== undefined || message.headers?.['src-partition'] !== undefined) {
-          // One copy per record, as written before copies were packed.
+          // Records of the older format (one copy per record) are still read.
           const event = decodeEvent(message);
           if (event.kind !== 'value') return event;
           const [srcPartition, srcOffset] = sourceOf(message.headers);
@@ -342,7 +341,7 @@ export function restoreState(values: ReadonlyMap<string, Buffer>): PartitionStat
     const parsed: unknown = JSON.parse(value.toString('utf8'));
     if (key === STREAM_TIME_KEY) state.streamTime = parsed as number;
     else if (key.startsWith('v:')) {
-      // State written before ids were kept as tags holds the ids themselves.
+      // State of the older format (full ids, not tags) is still read.
       const v = parsed as VisitorState;
       v.recent = v.recent.map((id) => (id.length === 12 ? id : eventTag(id)));
       state.visitors.set(key, v);

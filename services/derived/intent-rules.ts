@@ -46,7 +46,7 @@ export interface VisitorState {
   /** The player's time of its first and newest events. */
   firstSeen: number;
   lastSeen: number;
-  /** received_at of its newest event (stream time); absent in state written before it was kept. */
+  /** received_at of its newest event (stream time); absent in older state, which is still read. */
   seenAt?: number;
   /** The videos it watched, newest last (at most MAX_VIDEOS). */
   videos: string[];
@@ -157,7 +157,7 @@ const RECENT_IDS = 16;
 /**
  * A 48-bit tag of an event id, 12 hex digits (32 bits of FNV-1a and 16 of a
  * second hash like it): what a visitor's state keeps of its recent ids.
- * Full ids were about 60 % of the bytes of a visitor's record, which is
+ * Full ids would be most of the bytes of a visitor's record, which is
  * written on each of its events; an event is taken for one of the 16 before
  * it about once in 2^44.
  */

@@ -89,11 +89,10 @@ function fanoutConsumers(deps: FanoutDeps, log: Logger, fanout: Fanout): (GroupC
   // An event no destination of its tenant selects (a tenant without
   // destinations; a heartbeat or a seek, which are never delivered) is not
   // decoded whole: the tenant comes from its key, the name from a read of
-  // that one field. A whole decode was most of the fan-out's cost per event
-  // of such tenants. NOTE: so the fan-out does not judge such a record
-  // against the rules; the projector, which decodes every event,
-  // dead-letters it. A key of another form, or of a tenant this process
-  // does not know yet, is decoded whole as before.
+  // that one field, as a whole decode would be wasted on it. NOTE: so the
+  // fan-out does not judge such a record against the rules; the projector,
+  // which decodes every event, dead-letters it. A key of another form, or of
+  // a tenant this process does not know yet, is decoded whole.
   const skip: Decoded<PlayerEventRecord | null> = { kind: 'value', value: null };
   const nameOf = fieldsDecoder<Pick<PlayerEventRecord, 'event_name'>>(deps.registry, 'player-event', ['event_name']);
   const events = new GroupConsumer<PlayerEventRecord | null>({

@@ -71,7 +71,7 @@ export const EVENT_COLUMNS = [
 /**
  * A player event's `events` row as its JSONCompactEachRow line, straight from
  * the record: the values of EVENT_COLUMNS in order, as eventRow has them
- * (an array literal, half the work of JSON.stringify on the row object, and
+ * (an array literal, cheaper than JSON.stringify on the row object, and
  * no row object at all for the records that need none). `timestamp` replaces
  * the record's own (a retry re-timed by the dedupe step).
  */

@@ -100,7 +100,7 @@ export async function startProjector(deps: ProjectorDeps) {
     onRecordAge: (stage, ageMs) => deps.metrics.recordAge.observe({ stage: stage === 'handled' ? 'readable' : stage }, ageMs / 1000),
     batches: batches(deps.maxRows, async (items) => {
       // One loop with no allocation per record beyond the array slot: this
-      // runs for every record of a drain, and garbage is a tenth of its CPU.
+      // runs for every record of a drain, where garbage is a real cost.
       const lines: string[] = [];
       const touches = onInsert ? new InsertTouches() : undefined;
       let candidates: RetryCandidate[] | undefined;

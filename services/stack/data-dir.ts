@@ -9,8 +9,8 @@ const DATA_DIRS = ['clickhouse', 'kafka'];
  * Creates DATA_DIR readable by its owner only (0700) and takes group and
  * other access away from what the service keeps there already: 0600 for
  * the secrets, 0700 for ClickHouse's and Kafka's directories. A directory
- * made by an earlier version with the default umask is fixed at the next
- * start. Only these entries are touched: DATA_DIR may be shared with files
+ * made with the default umask is fixed at the next start. Only these
+ * entries are touched: DATA_DIR may be shared with files
  * of the operator's. Nobody else can enter a 0700 directory, whatever the
  * modes below it.
  */

@@ -90,7 +90,7 @@ export function chTimeOf(ms: number): string {
  * projector formats two times per event (timestamp, received_at), and a
  * batch's events share a few seconds: with these, most calls are one
  * division and one concatenation instead of a Date, an ISO string and two
- * replaces, a visible share of the projector's CPU.
+ * replaces, on the projector's hot path.
  */
 const secondPrefixes: [number, string][] = [
   [Number.NaN, ''],

@@ -32,7 +32,7 @@ export interface HttpAppOptions {
 /**
  * Request ids: a random prefix per process and a counter. They correlate a
  * response with its log lines and need not be secret, and random bytes per
- * request would be a real share of the intake's CPU.
+ * request would be a needless cost on the intake's hot path.
  */
 const REQUEST_ID_PREFIX = `req_${randomBytes(6).toString('base64url')}`;
 let requestCount = 0;

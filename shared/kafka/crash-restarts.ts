@@ -8,13 +8,12 @@ export const RESTART_SCHEDULE: Schedule = { initialMs: 250, maxMs: 10_000 };
  * Restarts of a kafkajs consumer after retriable crashes, with a wait that
  * grows while the crashes come in a row.
  *
- * kafkajs restarts a consumer 100 ms after a retriable crash, however often
- * it crashes: a topic deleted under it (or a partition no broker hosts) made
- * that ten restarts a second, each a group join and a fetch, for as long as
- * the fault lasted. Given to the consumer's `retry.restartOnFailure`, this
- * answers after the wait of {@link RESTART_SCHEDULE} for the crashes in a row,
- * and says no once the owner's `signal` is aborted. A fetch that goes through
- * ends the run.
+ * kafkajs restarts a consumer after a short fixed wait, however often it
+ * crashes: a topic deleted under it (or a partition no broker hosts) would
+ * loop on group joins and fetches for as long as the fault lasts. Given to
+ * the consumer's `retry.restartOnFailure`, this answers after the wait of
+ * {@link RESTART_SCHEDULE} for the crashes in a row, and says no once the
+ * owner's `signal` is aborted. A fetch that goes through ends the run.
  */
 export class CrashRestarts {
   /** Crashes since the last fetch that went through, and when the first of them came. */

@@ -170,11 +170,10 @@ export class GroupCommitProducer {
   /**
    * The idle lane whose last transaction ended longest ago, or undefined
    * when all run. Right after a commit the coordinator is still writing
-   * that lane's markers (about 6 ms here): a transaction begun on it then is
-   * refused with CONCURRENT_TRANSACTIONS and retried a few ms later, and
-   * meanwhile holds back the later records of its partitions from
-   * read_committed readers. The first idle lane (as before) was nearly
-   * always the one that had just committed.
+   * that lane's markers: a transaction begun on it then is refused with
+   * CONCURRENT_TRANSACTIONS and retried, and meanwhile holds back the later
+   * records of its partitions from read_committed readers. The first idle
+   * lane is nearly always the one that has just committed.
    */
   #restedLane(): Lane | undefined {
     let best: Lane | undefined;
@@ -276,10 +275,10 @@ export class GroupCommitProducer {
       const tx = await producer.transaction();
       if (lane.written.size === 0) await tx.abort();
       else {
-        // NOTE: a replacement commits it instead. A single broker killed
-        // right after acknowledging a commit has come back with the commit's
+        // NOTE: a replacement commits it instead. A broker killed right
+        // after acknowledging a commit can come back with the commit's
         // partitions still holding the transaction open while its
-        // coordinator took it for finished: no timeout ends such a
+        // coordinator takes it for finished: no timeout ends such a
         // transaction, and read_committed readers of those partitions stop
         // at it, acknowledged records included. A commit marker of the
         // lane's producer id ends it, so the replacement commits an empty

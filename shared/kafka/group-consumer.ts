@@ -97,11 +97,10 @@ export class GroupConsumer<T> {
     this.#opts = opts;
     const batched = opts.batches !== undefined;
     // Small fetches: kafkajs decodes a whole fetch response in one turn of
-    // the event loop. With its 10 MB default, a process draining a backlog
-    // held its event loop for most of a second at a time
-    // (docs/performance.md); the API and the intake in the same process
-    // stalled as long. A record batch larger than these bounds is still
-    // fetched whole (the broker always returns the first batch of a partition).
+    // the event loop, so its large default, while a backlog drains, stalls
+    // the API and the intake in the same process (docs/performance.md). A
+    // record batch larger than these bounds is still fetched whole (the
+    // broker always returns the first batch of a partition).
     const consumer = { maxWaitTimeInMs: batched ? 50 : 100, maxBytes: 1024 * 1024, maxBytesPerPartition: 256 * 1024, ...opts.consumer };
     this.member = new GroupMember(
       { ...opts, consumer },

@@ -182,8 +182,7 @@ export class GroupMember<T> {
    * worked on: the consumer runs, kafkajs has not sought its partition
    * since, and neither a stop nor a rebalance came. NOTE: ask after each
    * wait, not for every record: nothing of that changes while a loop runs
-   * synchronously, and kafkajs' isStale builds a key per call (2-3 % of a
-   * drain's CPU).
+   * synchronously, and kafkajs' isStale builds a key per call.
    */
   batchCheck({ isRunning, isStale }: Pick<EachBatchPayload, 'isRunning' | 'isStale'>): () => boolean {
     const generation = this.#generation;
@@ -232,10 +231,9 @@ export class GroupMember<T> {
 
   /**
    * kafkajs restarts a consumer only after a crash whose cause it calls
-   * retriable. Any other left the member out of its group for good while
-   * the process lived on (a TypeError inside kafkajs' admin, thrown while a
-   * broker was down, did that to the derived-events service), so the member
-   * restarts itself, on the same schedule, until it stops.
+   * retriable. Any other (e.g. a TypeError in kafkajs' admin while a broker
+   * is down) leaves the member out of its group for good while the process
+   * lives on, so the member restarts itself, on the same schedule, until it stops.
    */
   async #restartAfterCrash(): Promise<void> {
     if (!(await this.#restarts.beforeRestart()) || this.stopping) return;

@@ -53,11 +53,10 @@ export function createKafka(opts: { brokers: string[]; clientId: string; log: Lo
 /**
  * The retry of a transactional producer. Right after a commit the
  * coordinator is still writing its markers, and the next transaction's
- * first request is refused with CONCURRENT_TRANSACTIONS until it is done
- * (tens of ms on a busy broker), so this schedule's first steps lie on the
- * path of every transaction that follows another: short steps growing
- * slowly (5 ms × 1.3ⁿ, ~0.8 s in all) find the markers done sooner than
- * 20 ms doubling did (`npm run bench:txn-retry`, docs/performance.md).
+ * first request is refused with CONCURRENT_TRANSACTIONS until it is done,
+ * so this schedule's first steps lie on the path of every transaction that
+ * follows another: short steps growing slowly find the markers done soonest
+ * (`npm run bench:txn-retry`, docs/performance.md).
  */
 export const TRANSACTIONAL_RETRY = { retries: 15, initialRetryTime: 5, multiplier: 1.3, maxRetryTime: 200 };
 

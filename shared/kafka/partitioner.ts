@@ -4,11 +4,10 @@ import type { ICustomPartitioner, PartitionerArgs } from 'kafkajs';
 /**
  * Kafka's murmur2 (the Java client's `Utils.murmur2`) in 32-bit integer
  * arithmetic. kafkajs's DefaultPartitioner computes the same hash with its
- * 64-bit `Long` emulation, which was the largest single cost in the intake's
- * CPU profile (murmur2 and Long's multiply/xor/fromNumber: about 18 % of the
- * service's busy time at 19k events/s, docs/performance.md). The low 32 bits
- * of every step are the same, so the result is identical
- * (partitioner.test.ts checks it against kafkajs's own function).
+ * slow 64-bit `Long` emulation, on the path of every keyed record
+ * (docs/performance.md). The low 32 bits of every step are the same, so
+ * the result is identical (partitioner.test.ts checks it against kafkajs's
+ * own function).
  */
 export function murmur2(data: Uint8Array, length = data.length): number {
   const m = 0x5bd1e995;
@@ -54,7 +53,7 @@ export function partitionOfKey(key: Buffer | string, numPartitions: number): num
  * kafkajs's DefaultPartitioner (the Java client's pre-2.4 default: the
  * message's partition, else murmur2 of the key, else round robin over the
  * partitions that have a leader) with the 32-bit murmur2 above: the same
- * partition for every message, at a fraction of the CPU. Every producer of
+ * partition for every message, computed more cheaply. Every producer of
  * the service uses it, so a key maps to one partition whoever writes it.
  */
 export const JavaCompatiblePartitioner: ICustomPartitioner = () => {

@@ -76,8 +76,8 @@ export interface HttpsDeliveryClientOptions {
    *
    * NOTE: bounded, not unlimited, because of how undici ends a timed-out
    * request: it destroys the connection and at once connects again for the
-   * aborted request, which it then drops. With no bound, the next post took
-   * yet another new connection, and each timeout of a dead destination left
+   * aborted request, which it then drops. Unbounded, the next post takes
+   * yet another connection, and each timeout of a dead destination leaves
    * one more idle connection (and its handshake) behind. At the fan-out's
    * concurrency, the next post takes the one connected for nothing.
    */
@@ -129,8 +129,8 @@ interface PoolState {
   failed: WeakMap<Error, 'connect' | 'tls'>;
   /**
    * The last TLS session the pool's connections received. undici's connector
-   * caches sessions through a WeakRef only, so after a garbage collection a
-   * new connection made a full handshake; held here, the connector's cache
+   * caches sessions through a WeakRef only, which a garbage collection may
+   * clear, forcing a full handshake; held here, the connector's cache
    * keeps it and new connections resume it.
    */
   session: Buffer | undefined;
