@@ -222,13 +222,8 @@ export class VisitorsRepository {
     for (let i = 0; i < q.visitorIds.length; i += perQuery) {
       const visitorIds = q.visitorIds.slice(i, i + perQuery);
       const found = await this.#reads.rows('visitor timelines', TimelinePagesRow, timelineFirstPagesQuery({ ...q, visitorIds }, want), signal);
-      const raw = new Map<string, TimelineRow[]>();
-      for (const r of found) {
-        let rows = raw.get(r.vis);
-        if (!rows) raw.set(r.vis, (rows = []));
-        rows.push(timelineRow(r));
-      }
-      for (const [visitorId, rows] of raw) {
+      for (const [visitorId, pageRows] of Map.groupBy(found, (r) => r.vis)) {
+        const rows = pageRows.map(timelineRow);
         const page: TimelineRow[] = [];
         appendDistinct(page, rows);
         const whole = page.length >= q.limit || rows.length < want;

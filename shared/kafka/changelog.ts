@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Admin, Kafka, KafkaMessage } from 'kafkajs';
 import type { DeadLetterSink } from './dead-letters.ts';
-import { settles } from './commit-coordinator.ts';
 import { GroupConsumer } from './group-consumer.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
@@ -26,7 +25,7 @@ export class Changelog {
   readonly #consumer: GroupConsumer<KafkaMessage>;
   readonly #admin: Admin;
   readonly topic: string;
-  #moved: { promise: Promise<void>; resolve: () => void } | undefined;
+  #moved: PromiseWithResolvers<void> | undefined;
 
   constructor(opts: { kafka: Kafka; admin: Admin; topic: string; log: Logger; metrics: Metrics; deadLetters: Pick<DeadLetterSink, 'send'>; stallMs: number }) {
     this.topic = opts.topic;
@@ -93,7 +92,7 @@ export class Changelog {
     const low = BigInt(offsets.find((o) => o.partition === partition)?.low ?? '0');
     while (high > low && (this.#position.get(partition) ?? -1n) < high - 1n) {
       if (signal?.aborted) throw new Error('stopped');
-      const moved = (this.#moved ??= settles());
+      const moved = (this.#moved ??= Promise.withResolvers<void>());
       await Promise.race([moved.promise, new Promise((r) => setTimeout(r, 200))]);
     }
   }

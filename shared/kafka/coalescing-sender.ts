@@ -23,10 +23,11 @@ export interface CoalescingSenderOptions {
    * max.message.bytes (1 MiB by default), so requests stay well below it.
    */
   maxRequestBytes?: number;
-  /** Most callers' batches in one request. */
-  maxWaiters?: number;
   onFailure?: (topic: string) => void;
 }
+
+/** Most callers' batches in one request. */
+const MAX_WAITERS = 500;
 
 const SIZE_ERRORS = new Set(['MESSAGE_TOO_LARGE', 'RECORD_LIST_TOO_LARGE', 'INVALID_RECORD']);
 
@@ -66,7 +67,7 @@ export class CoalescingSender {
   #consecutiveFailures = 0;
 
   constructor(opts: CoalescingSenderOptions) {
-    this.#opts = { maxRequestBytes: 512 * 1024, maxWaiters: 500, ...opts };
+    this.#opts = { maxRequestBytes: 512 * 1024, ...opts };
   }
 
   /** Failed requests since the last one that succeeded. */
@@ -117,7 +118,7 @@ export class CoalescingSender {
   #take(): Waiting[] {
     let bytes = 0;
     let n = 0;
-    while (n < this.#queue.length && n < this.#opts.maxWaiters) {
+    while (n < this.#queue.length && n < MAX_WAITERS) {
       const next = this.#queue[n]!;
       if (n > 0 && bytes + next.bytes > this.#opts.maxRequestBytes) break;
       bytes += next.bytes;
@@ -136,17 +137,10 @@ export class CoalescingSender {
   }
 
   async #sendGroup(group: Waiting[]): Promise<void> {
-    const byTopic = new Map<string, Message[]>();
-    for (const w of group) {
-      for (const { topic, messages } of w.batch) {
-        const list = byTopic.get(topic) ?? [];
-        list.push(...messages);
-        byTopic.set(topic, list);
-      }
-    }
+    const byTopic = Map.groupBy(group.flatMap((w) => w.batch), (b) => b.topic);
     try {
       const producer = await this.#ensureProducer();
-      await producer.sendBatch({ acks: -1, topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages })) });
+      await producer.sendBatch({ acks: -1, topicMessages: [...byTopic].map(([topic, batches]) => ({ topic, messages: batches.flatMap((b) => b.messages) })) });
       this.#consecutiveFailures = 0;
       for (const w of group) w.resolve();
     } catch (err) {

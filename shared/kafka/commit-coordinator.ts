@@ -40,7 +40,7 @@ export class CommitCoordinator {
   #timer: NodeJS.Timeout | undefined;
   #sending: Promise<void> | undefined;
   /** Resolved when a ticket is done; awaited by every loop at the bound. */
-  #freed: { promise: Promise<void>; resolve: () => void } | undefined;
+  #freed: PromiseWithResolvers<void> | undefined;
 
   constructor(opts: CommitCoordinatorOptions) {
     this.#opts = opts;
@@ -117,7 +117,7 @@ export class CommitCoordinator {
   async freed(heartbeat: () => Promise<void>): Promise<void> {
     // One shared promise for every waiting loop, not a race over all the
     // work in flight (thousands of reactions per record at the bound).
-    this.#freed ??= settles();
+    this.#freed ??= Promise.withResolvers<void>();
     let beat: NodeJS.Timeout | undefined;
     try {
       await Promise.race([this.#freed.promise, new Promise<void>((r) => (beat = setTimeout(r, 1000)))]);
@@ -198,11 +198,4 @@ export class CommitCoordinator {
       await this.#opts.commit!(offsets);
     }
   }
-}
-
-/** A promise and the function that resolves it. */
-export function settles(): { promise: Promise<void>; resolve: () => void } {
-  let resolve!: () => void;
-  const promise = new Promise<void>((r) => (resolve = r));
-  return { promise, resolve };
 }

@@ -62,11 +62,6 @@ export interface GroupCommitProducerOptions {
    * one group fills while the previous one commits (default 2).
    */
   parallelTransactions?: number;
-  /**
-   * Most bytes put in one transaction. kafkajs sends each partition's share
-   * as one record batch, which must stay under the topic's max.message.bytes.
-   */
-  maxBytes?: number;
   /** After each committed transaction: its messages, its time and the lane (0-based) it ran on. */
   onCommit?: (messages: number, ms: number, lane: number) => void;
   /**
@@ -183,7 +178,9 @@ export class GroupCommitProducer {
 
   #take(): Pending[] {
     const maxMessages = this.#opts.maxMessages ?? 10000;
-    const maxBytes = this.#opts.maxBytes ?? 2 * 1024 * 1024;
+    // kafkajs sends each partition's share as one record batch, which must
+    // stay under the topic's max.message.bytes.
+    const maxBytes = 2 * 1024 * 1024;
     const group: Pending[] = [];
     let count = 0;
     let bytes = 0;
@@ -235,13 +232,8 @@ export class GroupCommitProducer {
     if (answered.timedOut) throw new KafkaUnavailableError('answered already');
     const tx = await producer.transaction();
     try {
-      const byTopic = new Map<string, Message[]>();
-      for (const p of group) {
-        const list = byTopic.get(p.topic) ?? [];
-        for (const m of p.messages) list.push(m);
-        byTopic.set(p.topic, list);
-      }
-      const written = await tx.sendBatch({ acks: -1, topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages })) });
+      const byTopic = Map.groupBy(group, (p) => p.topic);
+      const written = await tx.sendBatch({ acks: -1, topicMessages: [...byTopic].map(([topic, ps]) => ({ topic, messages: ps.flatMap((p) => p.messages) })) });
       for (const { topicName, partition } of written) {
         const set = lane.written.get(topicName) ?? new Set<number>();
         set.add(partition);

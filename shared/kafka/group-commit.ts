@@ -29,7 +29,6 @@ export interface GroupCommitOptions<T> {
    * durable, and all of it committed.
    */
   handle: (items: BatchItem<T>[]) => Promise<void>;
-  onFlush?: (messages: number, ms: number) => void;
 }
 
 /** What a group commit needs of the consumer that feeds it. */
@@ -112,7 +111,6 @@ export class GroupCommit<T> {
     const items = this.#pending.splice(0, this.#opts.maxMessages);
     if (items.length === 0) return;
     const { member, commits } = this.#deps;
-    const started = performance.now();
     // Kafka timestamps are decimal strings of one length (13 digits until
     // 2286), so the oldest is the least as a string: no number per record.
     let oldest = items[0]!.message.timestamp;
@@ -126,7 +124,6 @@ export class GroupCommit<T> {
       this.#deps.rewind([...items, ...this.clear()], err);
       return;
     }
-    this.#opts.onFlush?.(items.length, performance.now() - started);
     member.progress();
     // The commit runs while the next handler call starts: it is a round trip
     // to the broker that the next insert need not wait for. A handler call

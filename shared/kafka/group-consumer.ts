@@ -1,5 +1,5 @@
 import type { Consumer, EachBatchPayload, KafkaMessage } from 'kafkajs';
-import { CommitCoordinator, settles, type Lane, type Ticket } from './commit-coordinator.ts';
+import { CommitCoordinator, type Lane, type Ticket } from './commit-coordinator.ts';
 import { GroupCommit, type BatchItem, type GroupCommitOptions } from './group-commit.ts';
 import { GroupMember, type GroupMemberOptions } from './group-member.ts';
 import type { Decoded } from './poison.ts';
@@ -91,7 +91,7 @@ export class GroupConsumer<T> {
   readonly #timers = new Set<NodeJS.Timeout>();
   /** Work promises not yet settled, and what stop() awaits for them. */
   #unsettled = 0;
-  #idle: { promise: Promise<void>; resolve: () => void } | undefined;
+  #idle: PromiseWithResolvers<void> | undefined;
 
   constructor(opts: GroupConsumerOptions<T>) {
     this.#opts = opts;
@@ -159,7 +159,7 @@ export class GroupConsumer<T> {
     this.member.pauseAll();
     const drain = (async () => {
       await this.#batches?.drain();
-      if (this.#unsettled > 0) await (this.#idle ??= settles()).promise;
+      if (this.#unsettled > 0) await (this.#idle ??= Promise.withResolvers<void>()).promise;
     })();
     await Promise.race([drain, new Promise((r) => setTimeout(r, budgetMs).unref())]);
     await this.#commits.flush();

@@ -41,7 +41,6 @@ export interface GroupMemberOptions<T> {
    * partitions stand still.
    */
   sessionTimeoutMs?: number;
-  fromBeginning?: boolean;
   consumer?: Partial<ConsumerConfig>;
 }
 
@@ -223,7 +222,7 @@ export class GroupMember<T> {
   async start(): Promise<void> {
     await this.consumer.connect();
     for (const topic of this.#opts.topics) {
-      await this.consumer.subscribe({ topic, fromBeginning: this.#opts.fromBeginning ?? true });
+      await this.consumer.subscribe({ topic, fromBeginning: true });
     }
     await this.#work.run(this.consumer);
     this.#started = true;

@@ -278,9 +278,7 @@ export class TransactionalStage<T> {
     let window = this.#gathering;
     if (!window || window.generationId !== generationId || window.memberId !== memberId) {
       if (window) this.#closed.push(window);
-      let resolve!: () => void;
-      let reject!: (err: unknown) => void;
-      const done = new Promise<void>((res, rej) => ((resolve = res), (reject = rej)));
+      const { promise: done, resolve, reject } = Promise.withResolvers<void>();
       this.#gathering = window = { generationId, memberId, entries: [], done, resolve, reject };
     }
     window.entries.push(entry);
@@ -328,13 +326,9 @@ export class TransactionalStage<T> {
       const t0 = performance.now();
       for (const topicMessages of sendRequests(entries.flatMap((e) => e.outputs), MAX_SEND_BYTES)) await tx.sendBatch({ topicMessages });
       const t1 = performance.now();
-      const offsets = new Map<string, { partition: number; offset: string }[]>();
-      for (const { topic, partition, next } of entries) {
-        const list = offsets.get(topic);
-        if (list) list.push({ partition, offset: next });
-        else offsets.set(topic, [{ partition, offset: next }]);
-      }
-      await tx.sendOffsets({ consumerGroupId: this.groupId, generationId, memberId, topics: [...offsets].map(([topic, partitions]) => ({ topic, partitions })) });
+      const offsets = Map.groupBy(entries, (e) => e.topic);
+      const topics = [...offsets].map(([topic, es]) => ({ topic, partitions: es.map(({ partition, next }) => ({ partition, offset: next })) }));
+      await tx.sendOffsets({ consumerGroupId: this.groupId, generationId, memberId, topics });
       const t2 = performance.now();
       await tx.commit();
       return { send: (t1 - t0) / 1000, offsets: (t2 - t1) / 1000, commit: (performance.now() - t2) / 1000 };
