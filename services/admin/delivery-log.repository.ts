@@ -4,14 +4,32 @@ import { chInt, chNullableInt, chUuid } from '../../shared/clickhouse/rows.ts';
 import type { Keyset } from '../../shared/http/cursor-param.ts';
 import { DeliveryStatus } from './admin.schema.ts';
 
-const SummaryRow = z.object({
-  id: chUuid,
-  dest_id: chUuid,
-  ev_name: z.string(),
-  status: DeliveryStatus,
-  attempts: chInt,
-  next_attempt_ms: chNullableInt,
-  created_at_ms: chInt,
+/** A delivery's summary: the columns of {@link summaryColumns}. */
+const SummaryRow = z.object({ id: chUuid, dest_id: chUuid, ev_name: z.string(), status: DeliveryStatus, attempts: chInt, created_at_ms: chInt });
+const ListRow = SummaryRow.extend({ next_attempt_ms: chNullableInt });
+const VisitorSummaryRow = SummaryRow.extend({ vis: z.string() });
+
+/**
+ * The SELECT list of a delivery's summary over the rows of `webhook_attempts`
+ * (as `t`) grouped by delivery_id. NOTE: aliases differ from column names:
+ * ClickHouse lets an alias shadow a column in WHERE, which would put
+ * aggregates there.
+ */
+const summaryColumns = (t: string) => `
+               toString(${t}.delivery_id) AS id,
+               toString(any(${t}.destination_id)) AS dest_id,
+               any(${t}.event_name) AS ev_name,
+               argMax(${t}.state, (${t}.recorded_at, ${t}.attempt)) AS status,
+               max(${t}.attempt) AS attempts,
+               toUnixTimestamp64Milli(min(${t}.delivery_created_at)) AS created_at_ms`;
+
+const summary = (r: z.output<typeof SummaryRow>) => ({
+  id: r.id,
+  destination_id: r.dest_id,
+  event_name: r.ev_name,
+  status: r.status,
+  attempts: r.attempts,
+  created_at: r.created_at_ms,
 });
 const AttemptRowSchema = z.object({
   tenant_id: chUuid,
@@ -68,17 +86,10 @@ export class DeliveryLogRepository {
     const having = ['1'];
     if (q.status) having.push('status = {status:String}');
     if (q.before) having.push("(created_at_ms, delivery_id) < ({before_ts:Int64}, {before_id:UUID})");
-    const found = await this.#reads.rows('delivery list', SummaryRow, {
+    const found = await this.#reads.rows('delivery list', ListRow, {
       query: `
-        -- NOTE: aliases differ from column names: ClickHouse lets an alias
-        -- shadow a column in WHERE, which would put aggregates there.
-        SELECT toString(delivery_id) AS id,
-               toString(any(destination_id)) AS dest_id,
-               any(event_name) AS ev_name,
-               argMax(state, (recorded_at, attempt)) AS status,
-               max(attempt) AS attempts,
-               toUnixTimestamp64Milli(argMax(next_attempt_at, (recorded_at, attempt))) AS next_attempt_ms,
-               toUnixTimestamp64Milli(min(delivery_created_at)) AS created_at_ms
+        SELECT ${summaryColumns('webhook_attempts')},
+               toUnixTimestamp64Milli(argMax(next_attempt_at, (recorded_at, attempt))) AS next_attempt_ms
         FROM webhook_attempts FINAL
         WHERE ${where.join(' AND ')}
         GROUP BY delivery_id
@@ -95,15 +106,35 @@ export class DeliveryLogRepository {
         limit: q.limit,
       }),
     });
-    return found.map((r) => ({
-      id: r.id,
-      destination_id: r.dest_id,
-      event_name: r.ev_name,
-      status: r.status,
-      attempts: r.attempts,
-      next_attempt_at: r.status === 'retrying' ? r.next_attempt_ms : null,
-      created_at: r.created_at_ms,
-    }));
+    return found.map((r) => ({ ...summary(r), next_attempt_at: r.status === 'retrying' ? r.next_attempt_ms : null }));
+  }
+
+  /**
+   * The newest deliveries (at most `perVisitor` each) about each of the
+   * given visitors: those of their events, found through visitor_timeline
+   * (keyed by visitor). NOTE: the attempts are read for the tenant's
+   * deliveries of those events only, but webhook_attempts is keyed by
+   * delivery, so this scans the tenant's part of it; call it for one page
+   * of visitors.
+   */
+  async ofVisitors(tenantId: string, visitorIds: string[], perVisitor: number) {
+    if (visitorIds.length === 0) return [];
+    const rows = await this.#reads.rows('lead deliveries', VisitorSummaryRow, {
+      query: `
+        SELECT tl.visitor_id AS vis, ${summaryColumns('a')}
+        FROM webhook_attempts AS a FINAL
+        INNER JOIN (
+            SELECT DISTINCT visitor_id, event_id
+            FROM visitor_timeline
+            WHERE tenant_id = {tenant:UUID} AND visitor_id IN {visitors:Array(String)}
+        ) AS tl ON a.event_id = tl.event_id
+        WHERE a.tenant_id = {tenant:UUID}
+        GROUP BY vis, a.delivery_id
+        ORDER BY created_at_ms DESC, id DESC
+        LIMIT {per_visitor:UInt32} BY vis`,
+      query_params: { tenant: tenantId, visitors: visitorIds, per_visitor: perVisitor },
+    });
+    return rows.map((r) => ({ visitor_id: r.vis, ...summary(r) }));
   }
 
   /** Every row of one delivery in order, with the tenant that owns it. */

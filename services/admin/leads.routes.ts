@@ -5,12 +5,14 @@ import type { ConfigStore } from '../../shared/config-store/config-store.ts';
 import { isoTime, page, problems } from '../../shared/http/schemas.ts';
 import { visitorPages, visitorView } from '../api/visitor-pages.ts';
 import type { VisitorsRepository } from '../api/visitors.repository.ts';
+import type { DeliveryLogRepository } from './delivery-log.repository.ts';
 import { LEAD_DELIVERIES, Lead } from './admin.schema.ts';
 import { TenantParams, adminRoute, tenantOr404 } from './routing.ts';
 
 export interface LeadRoutesOptions {
   store: ConfigStore;
   visitors: VisitorsRepository;
+  log: DeliveryLogRepository;
   cursorSecret: string;
 }
 
@@ -52,7 +54,7 @@ export async function leadRoutes(root: FastifyInstance, deps: LeadRoutesOptions)
       const after = pages.after(req.query.cursor, scope);
       const rows = await deps.visitors.list({ tenantId: tenant.id, order: 'lead', minScore: threshold, after, limit: req.query.limit + 1 });
       const shown = rows.slice(0, req.query.limit);
-      const byVisitor = Map.groupBy(await deps.visitors.deliveriesOf(tenant.id, shown.map((v) => v.visitor_id), LEAD_DELIVERIES), (d) => d.visitor_id);
+      const byVisitor = Map.groupBy(await deps.log.ofVisitors(tenant.id, shown.map((v) => v.visitor_id), LEAD_DELIVERIES), (d) => d.visitor_id);
       return pages.page(rows, req.query.limit, scope, (v) => ({
         ...visitorView(v),
         deliveries: (byVisitor.get(v.visitor_id) ?? []).map((d) => ({

@@ -361,7 +361,7 @@ export async function managementRoutes(root: FastifyInstance, deps: ManagementRo
     analytics: deps.analytics,
   });
 
-  await app.register(leadRoutes, { store: deps.store, visitors: deps.visitors, cursorSecret: deps.webhooks.cursorSecret });
+  await app.register(leadRoutes, { store: deps.store, visitors: deps.visitors, log: deps.webhooks.log, cursorSecret: deps.webhooks.cursorSecret });
 
   // Webhook destinations, the delivery log, reprocessing and security events, sharing one queue of manual deliveries.
   const webhooks = { ...deps.webhooks, store: deps.store, writer: deps.writer, now: deps.now };

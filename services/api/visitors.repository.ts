@@ -54,7 +54,6 @@ export interface TimelineQuery {
 export type TimelineRow = ReturnType<typeof timelineRow>;
 
 /** A delivery about a visitor (`leadDeliveryRow`). */
-export type LeadDeliveryRow = ReturnType<typeof leadDeliveryRow>;
 
 const VisitorListRow = z.object({
   vis: z.string(),
@@ -71,15 +70,6 @@ const VisitorListRow = z.object({
   sort_key: chInt,
 });
 const TimelinePageRow = z.object({ event_name: z.string(), vid: chUuid, session_id: z.string(), ts: chInt, id_text: chUuid });
-const LeadDeliveryDbRow = z.object({
-  vis: z.string(),
-  id: chUuid,
-  dest_id: chUuid,
-  ev_name: z.string(),
-  status: z.enum(['pending', 'retrying', 'succeeded', 'failed']),
-  attempts: chInt,
-  created_at_ms: chInt,
-});
 
 /**
  * The SQL of a page of a tenant's visitors (exported for tests and the
@@ -164,15 +154,6 @@ export function timelineFirstPagesQuery(q: { tenantId: string; visitorIds: strin
 
 const TimelinePagesRow = TimelinePageRow.extend({ vis: z.string() });
 const timelineRow = (r: z.output<typeof TimelinePageRow>) => ({ event_name: r.event_name, video_id: r.vid, session_id: r.session_id, ts: r.ts, event_id: r.id_text });
-const leadDeliveryRow = (r: z.output<typeof LeadDeliveryDbRow>) => ({
-  visitor_id: r.vis,
-  id: r.id,
-  destination_id: r.dest_id,
-  event_name: r.ev_name,
-  status: r.status,
-  attempts: r.attempts,
-  created_at: r.created_at_ms,
-});
 
 /** Reads of the visitor read model (`visitors`, `visitor_timeline`), bounded. */
 export class VisitorsRepository {
@@ -244,44 +225,5 @@ export class VisitorsRepository {
       query_params: { visitor: visitorId, tenant: tenantId },
     }, signal);
     return rows.length > 0;
-  }
-
-  /**
-   * The newest deliveries (at most `perVisitor` each) about each of the
-   * given visitors: those of their events, found through visitor_timeline
-   * (keyed by visitor). NOTE: the attempts are read for the tenant's
-   * deliveries of those events only, but webhook_attempts is keyed by
-   * delivery, so this scans the tenant's part of it; call it for one page
-   * of visitors.
-   */
-  async deliveriesOf(tenantId: string, visitorIds: string[], perVisitor: number, signal?: AbortSignal): Promise<LeadDeliveryRow[]> {
-    if (visitorIds.length === 0) return [];
-    const rows = await this.#reads.rows(
-      'lead deliveries',
-      LeadDeliveryDbRow,
-      {
-        query: `
-        SELECT tl.visitor_id AS vis,
-               toString(a.delivery_id) AS id,
-               toString(any(a.destination_id)) AS dest_id,
-               any(a.event_name) AS ev_name,
-               argMax(a.state, (a.recorded_at, a.attempt)) AS status,
-               max(a.attempt) AS attempts,
-               toUnixTimestamp64Milli(min(a.delivery_created_at)) AS created_at_ms
-        FROM webhook_attempts AS a FINAL
-        INNER JOIN (
-            SELECT DISTINCT visitor_id, event_id
-            FROM visitor_timeline
-            WHERE tenant_id = {tenant:UUID} AND visitor_id IN {visitors:Array(String)}
-        ) AS tl ON a.event_id = tl.event_id
-        WHERE a.tenant_id = {tenant:UUID}
-        GROUP BY vis, a.delivery_id
-        ORDER BY created_at_ms DESC, id DESC
-        LIMIT {per_visitor:UInt32} BY vis`,
-        query_params: { tenant: tenantId, visitors: visitorIds, per_visitor: perVisitor },
-      },
-      signal,
-    );
-    return rows.map(leadDeliveryRow);
   }
 }
