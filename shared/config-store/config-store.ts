@@ -1,14 +1,12 @@
-import { randomUUID } from 'node:crypto';
 import { type Admin, type Kafka, type KafkaMessage, type Producer } from 'kafkajs';
 import type { SchemaRegistry, Subject } from '../../schemas/registry.ts';
 import { ApiKeyRecord, ApiKeyUsageRecord, DestinationRecord, TenantRecord, VideoRecord } from '../../schemas/records.ts';
 import type { DeadLetter, DeadLetterSink } from '../kafka/dead-letters.ts';
-import { GroupConsumer, type Handling } from '../kafka/group-consumer.ts';
 import type { Metrics } from '../metrics.ts';
 import { PoisonRecordError, recordDecoder, type RecordDecoder } from '../kafka/poison.ts';
 import { CONFIG_KINDS, type ConfigKind, type Topics } from '../kafka/topics.ts';
-import { createProducer, retryStartup } from '../kafka/kafka.ts';
-import { withTimeout } from '../timeout.ts';
+import { createProducer } from '../kafka/kafka.ts';
+import { TopicFollower } from '../kafka/topic-follower.ts';
 import type { Logger } from '../logger.ts';
 import { selects } from '../webhooks/fanout-plan.ts';
 
@@ -41,9 +39,7 @@ export class ConfigStore {
   readonly #keyByHash = new Map<string, ApiKeyRecord>();
   readonly #videosByTenant = new Map<string, Map<string, VideoRecord>>();
   readonly #destinationsByTenant = new Map<string, Map<string, DestinationRecord>>();
-  readonly #applied = new Map<ConfigKind, bigint>();
-  readonly #waiters = new Set<{ kind: ConfigKind; offset: bigint; resolve: () => void }>();
-  readonly #consumer: GroupConsumer<KafkaMessage>;
+  readonly #follower: TopicFollower;
   readonly #log: Logger;
   readonly #topics: Topics;
   readonly #kindOf = new Map<string, ConfigKind>();
@@ -63,54 +59,47 @@ export class ConfigStore {
         for (const { topic, partition, offset, reason, detail } of letters) this.#log.error({ topic, partition, offset, reason, detail }, 'config_record_unreadable');
       },
     };
-    // NOTE: a fresh group per process on purpose: every process needs the
-    // whole history, and it never commits offsets. The consumer hands over
-    // each message as it is: what this version cannot read is skipped here,
-    // not dead-lettered as poison by the consumer, since config topics
-    // outlive code versions and a process must always start.
-    this.#consumer = new GroupConsumer<KafkaMessage>({
+    // NOTE: the follower hands over each message as it is: what this
+    // version cannot read is skipped here, not dead-lettered as poison by
+    // the consumer, since config topics outlive code versions and a process
+    // must always start.
+    this.#follower = new TopicFollower({
       kafka: opts.kafka,
       log: this.#log,
       metrics: opts.metrics,
-      groupId: `config-store-${randomUUID()}`,
+      name: 'config-store',
       topics: CONFIG_KINDS.map((k) => opts.topics[k]),
-      decode: (message) => ({ kind: 'value', value: message as KafkaMessage }),
       deadLetters: this.#deadLetters,
       stallMs: opts.stallMs,
-      commitOffsets: false,
       maxOutstanding: 1000,
       consumer: { maxWaitTimeInMs: 50 },
-      handle: (_record, message, partition, topic) => this.#apply(this.#kindOf.get(topic)!, topic, partition, message),
+      apply: (topic, partition, message) => this.#apply(this.#kindOf.get(topic)!, topic, partition, message),
     });
   }
 
   /** Undefined when it follows its topics, else why not (not started, crashed, crashing, out of its group: GroupMember.health). */
   problem(): string | undefined {
-    return this.#consumer.health();
+    return this.#follower.consumer.health();
   }
 
   /** Reads every config topic to its end before resolving, then keeps following. */
   async start(admin: Admin, timeoutMs = 60000): Promise<void> {
-    const ends = await Promise.all(
-      CONFIG_KINDS.map(async (kind) => [kind, await retryStartup(() => admin.fetchTopicOffsets(this.#topics[kind]))] as const),
-    );
-    await this.#consumer.start();
-    const caughtUp = ends.flatMap(([kind, parts]) =>
-      parts.filter((p) => BigInt(p.high) > 0n).map((p) => this.waitFor(kind, BigInt(p.high) - 1n)),
-    );
-    await withTimeout(Promise.all(caughtUp), timeoutMs, 'config topics not read to their end in time');
+    await this.#follower.consumer.start();
+    const signal = AbortSignal.timeout(timeoutMs);
+    await Promise.all(CONFIG_KINDS.map((kind) => this.#follower.caughtUp(admin, this.#topics[kind], { signal }))).catch((err: unknown) => {
+      throw signal.aborted ? new Error(`config topics not read to their end in ${timeoutMs} ms`) : err;
+    });
     this.#log.info({ tenants: this.tenants.size, api_keys: this.apiKeys.size, videos: this.videos.size }, 'config_loaded');
   }
 
   /** Leaves the group, giving dead letters in flight up to 2 s (a letter left unsent is sent again by the next start, which reads the topics again). */
   async stop(): Promise<void> {
-    await this.#consumer.stop(2000);
+    await this.#follower.consumer.stop(2000);
   }
 
   /** Resolves once the record at `offset` of the `kind` topic (one partition) is applied. */
   waitFor(kind: ConfigKind, offset: bigint): Promise<void> {
-    if ((this.#applied.get(kind) ?? -1n) >= offset) return Promise.resolve();
-    return new Promise((resolve) => this.#waiters.add({ kind, offset, resolve }));
+    return this.#follower.readThrough(this.#topics[kind], 0, offset);
   }
 
   /**
@@ -169,14 +158,8 @@ export class ConfigStore {
     } else all.delete(id);
   }
 
-  /** Applies a record (or skips it), marks its offset read, and answers the work left: its dead letter, if any. */
-  #apply(kind: ConfigKind, topic: string, partition: number, message: KafkaMessage): Handling {
-    const offset = BigInt(message.offset);
-    // A consumer that restarts (after a broker loss, say) reads its topics
-    // from the start again: what is applied is skipped, or a revoked key or a
-    // suspended tenant would stand as it was until the re-read passed it.
-    if (offset <= (this.#applied.get(kind) ?? -1n)) return { kind: 'work', done: Promise.resolve() };
-    let letter: Promise<void> = Promise.resolve();
+  /** Applies a record (or skips it), and answers the work left: its dead letter, if any. */
+  #apply(kind: ConfigKind, topic: string, partition: number, message: KafkaMessage): Promise<void> | undefined {
     const id = message.key?.toString() ?? '';
     try {
       const decoded = this.#decoders.get(kind)!(message);
@@ -210,16 +193,9 @@ export class ConfigStore {
       // topics outlive code versions, and a process must always start), and
       // dead-lettered with its bytes for an operator to look at.
       this.skipped++;
-      letter = this.#deadLetter(topic, partition, message, err);
+      return this.#deadLetter(topic, partition, message, err);
     }
-    this.#applied.set(kind, offset);
-    for (const w of this.#waiters) {
-      if (w.kind === kind && w.offset <= offset) {
-        this.#waiters.delete(w);
-        w.resolve();
-      }
-    }
-    return { kind: 'work', done: letter };
+    return undefined;
   }
 
   #deadLetter(topic: string, partition: number, message: KafkaMessage, err: unknown): Promise<void> {
@@ -228,8 +204,8 @@ export class ConfigStore {
     // NOTE: every process reads the config topics whole at start-up, so each
     // one dead-letters the same record (same source coordinates); readers of
     // the dead-letter topic count distinct (topic, partition, offset).
-    const letter = { ...this.#consumer.member.deadLetter(topic, partition, message, reason, detail), group: 'config-store' };
-    return this.#consumer.untilDone('dead_letter', () => this.#deadLetters.send([letter]));
+    const letter = { ...this.#follower.consumer.member.deadLetter(topic, partition, message, reason, detail), group: 'config-store' };
+    return this.#follower.consumer.untilDone('dead_letter', () => this.#deadLetters.send([letter]));
   }
 }
 
