@@ -1,25 +1,16 @@
 import { randomUUID } from 'node:crypto';
-import type { Admin, ConsumerConfig, Kafka, KafkaMessage } from 'kafkajs';
-import type { DeadLetterSink } from './dead-letters.ts';
+import type { Admin, KafkaMessage } from 'kafkajs';
 import { GroupConsumer } from './group-consumer.ts';
-import type { Logger } from '../logger.ts';
-import type { Metrics } from '../metrics.ts';
-import { DURABLE_HANDOFF, retry } from '../retry.ts';
+import type { GroupMemberOptions } from './group-member.ts';
+import { DURABLE_HANDOFF, retry, sleep } from '../retry.ts';
 
-export interface TopicFollowerOptions {
-  kafka: Kafka;
-  log: Logger;
-  metrics: Metrics;
-  deadLetters: Pick<DeadLetterSink, 'send'>;
-  stallMs: number;
+export type TopicFollowerOptions = Pick<GroupMemberOptions<KafkaMessage>, 'kafka' | 'log' | 'metrics' | 'deadLetters' | 'stallMs' | 'topics' | 'consumer'> & {
   /** Names the group: `<name>-<random id>`. */
   name: string;
-  topics: string[];
   maxOutstanding: number;
-  consumer?: Partial<ConsumerConfig>;
   /** Takes one record in; what it returns (a dead letter, say) is awaited before the consumer stops. */
   apply: (topic: string, partition: number, message: KafkaMessage) => Promise<void> | void;
-}
+};
 
 /**
  * Whole topics followed from their start by every process, in a group of
@@ -38,7 +29,7 @@ export class TopicFollower {
   readonly #applied = new Map<string, bigint>();
   /** Per `topic/partition`, the last offset read, markers included. */
   readonly #position = new Map<string, bigint>();
-  readonly #waiters = new Set<{ key: string; offset: bigint; resolve: () => void }>();
+  #moved: PromiseWithResolvers<void> | undefined;
 
   constructor(opts: TopicFollowerOptions) {
     this.consumer = new GroupConsumer<KafkaMessage>({
@@ -70,27 +61,12 @@ export class TopicFollower {
     });
   }
 
-  /** Resolves once everything of the partition up to `offset` is read; rejects when `signal` aborts first. */
-  readThrough(topic: string, partition: number, offset: bigint, signal?: AbortSignal): Promise<void> {
-    const key = `${topic}/${partition}`;
-    if ((this.#position.get(key) ?? -1n) >= offset) return Promise.resolve();
-    if (signal?.aborted) return Promise.reject(new Error('stopped'));
-    return new Promise((resolve, reject) => {
-      const stopped = () => {
-        this.#waiters.delete(waiter);
-        reject(new Error('stopped'));
-      };
-      const waiter = {
-        key,
-        offset,
-        resolve: () => {
-          signal?.removeEventListener('abort', stopped);
-          resolve();
-        },
-      };
-      this.#waiters.add(waiter);
-      signal?.addEventListener('abort', stopped, { once: true });
-    });
+  /** Resolves once everything of the partition up to `offset` is read; throws once `signal` aborts first. */
+  async readThrough(topic: string, partition: number, offset: bigint, signal?: AbortSignal): Promise<void> {
+    while ((this.#position.get(`${topic}/${partition}`) ?? -1n) < offset) {
+      if (signal?.aborted) throw new Error('stopped');
+      await Promise.race([(this.#moved ??= Promise.withResolvers<void>()).promise, sleep(200, signal)]);
+    }
   }
 
   /** Resolves once every record of `topic` (of `partition` only, if given) committed when asked is read. */
@@ -105,11 +81,7 @@ export class TopicFollower {
   #advance(key: string, offset: bigint): void {
     if (offset <= (this.#position.get(key) ?? -1n)) return;
     this.#position.set(key, offset);
-    for (const w of this.#waiters) {
-      if (w.key === key && w.offset <= offset) {
-        this.#waiters.delete(w);
-        w.resolve();
-      }
-    }
+    this.#moved?.resolve();
+    this.#moved = undefined;
   }
 }
