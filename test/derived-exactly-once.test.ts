@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Admin, Kafka, logLevel } from 'kafkajs';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest';
 import { startLocalCluster, type LocalCluster } from '../infra/kafka/local-broker.ts';
 import type { PlayerEventRecord } from '../schemas/records.ts';
 import { SchemaRegistry } from '../schemas/registry.ts';
@@ -147,18 +147,22 @@ describe('derived events exactly once: three brokers, separate processes, kill -
       const dest = await call('POST', `/admin/v1/tenants/${tenant.id}/destinations`, secrets.ADMIN_TOKEN, { name: 'leads', url: rx.url('/leads'), events: ['high_intent_lead'] });
       expect(dest.status).toBe(201);
       const collect = async (events: Record<string, unknown>[]) => {
-        for (;;) {
-          const res = await fetch(`${main.url}/v1/collect`, {
-            method: 'POST',
-            headers: { 'x-player-key': tenant.player_key, 'content-type': 'application/json' },
-            body: JSON.stringify({ events }),
-            signal: AbortSignal.timeout(30_000),
-          }).catch(() => undefined);
-          if (res?.status === 202) return;
-          // Refused while a broker is down (503) or not answered: sent again, as a player would.
-          if (res && res.status !== 503) throw new Error(`collect: HTTP ${res.status} ${await res.text()}`);
-          await sleep(200);
-        }
+        // Refused while a broker is down (503) or not answered: sent again, as a player would.
+        const res = await vi.waitFor(
+          async () => {
+            const r = await fetch(`${main.url}/v1/collect`, {
+              method: 'POST',
+              headers: { 'x-player-key': tenant.player_key, 'content-type': 'application/json' },
+              body: JSON.stringify({ events }),
+              signal: AbortSignal.timeout(30_000),
+            }).catch(() => undefined);
+            if (!r) throw new Error('not answered');
+            if (r.status === 503) throw new Error('HTTP 503');
+            return r;
+          },
+          { timeout: 180_000, interval: 200, message: 'collect: not accepted within 180 s' },
+        );
+        if (res.status !== 202) throw new Error(`collect: HTTP ${res.status} ${await res.text()}`);
       };
 
       // Each visitor: watched 100 % (40) and focused play (20), then a CTA

@@ -26,14 +26,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Admin, Kafka, logLevel, type Producer } from 'kafkajs';
-import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, inject, it, vi } from 'vitest';
 import { startLocalCluster, type LocalCluster } from '../infra/kafka/local-broker.ts';
 import { SchemaRegistry, type Subject } from '../schemas/registry.ts';
 import { topicNames, type TopicKey, type Topics } from '../shared/kafka/topics.ts';
 import { startHttpsReceiver, type HttpsReceiver } from './helpers/https-receiver.ts';
 import { startIntakeLoad, type IntakeLoad, type LoadRequest } from './helpers/intake-load.ts';
 import { groupLags, poisonValues, readTopicToEnd, writePoison, type PartitionLag, type ReadRecord, type WrittenPoison, READ_TOPIC_SUBJECTS } from './helpers/kafka-inspect.ts';
-import { metricSum } from './helpers/prometheus-text.ts';
+import { metricSum, parsePrometheusText } from './helpers/prometheus-text.ts';
 import { ServiceProcess } from './helpers/service-process.ts';
 import { deliveryId } from '../shared/webhooks/fanout-plan.ts';
 
@@ -232,16 +232,21 @@ describe('fault injection: three brokers, separate processes, steady load', () =
   };
   const adminCall = (method: string, path: string, body?: unknown) => call(method, `/admin/v1${path}`, secrets.ADMIN_TOKEN, body);
 
-  /** Polls `check` until it returns a value; undefined when `timeoutMs` passes first. */
-  const poll = async <T>(check: () => Promise<T | undefined>, timeoutMs: number, everyMs = 250): Promise<T | undefined> => {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const value = await check().catch(() => undefined);
-      if (value !== undefined) return value;
-      if (Date.now() > deadline) return undefined;
-      await sleep(everyMs);
-    }
-  };
+  /**
+   * Polls `check` until it returns a value; undefined when `timeoutMs` passes
+   * first: a figure ("never"), not a failure. A check that throws is tried again.
+   */
+  const poll = <T>(check: () => Promise<T | undefined>, timeoutMs: number, everyMs = 250): Promise<T | undefined> =>
+    vi
+      .waitFor(
+        async () => {
+          const value = await check();
+          if (value === undefined) throw new Error('not yet');
+          return value;
+        },
+        { timeout: timeoutMs, interval: everyMs },
+      )
+      .catch(() => undefined);
 
   /** Partitions of player events and of the internal topics whose ISR lacks a node. */
   const underReplicated = async (): Promise<number> => {
@@ -561,8 +566,7 @@ describe('fault injection: three brokers, separate processes, steady load', () =
       };
 
       const convergeStarted = Date.now();
-      let state: State | undefined;
-      let t: ReturnType<typeof tally> | undefined;
+      let last: { state: State; t: ReturnType<typeof tally> } | undefined;
       let snapshotError: unknown;
       const converged = (x: ReturnType<typeof tally>, st: State) =>
         x.rows.get('total')!.missing === 0 &&
@@ -571,18 +575,26 @@ describe('fault injection: three brokers, separate processes, steady load', () =
         x.lag === 0 &&
         x.dead.missing.length === 0 &&
         st.metricLag === 0;
-      for (;;) {
-        try {
-          state = await snapshot();
-          t = tally(state);
-          snapshotError = undefined;
-        } catch (err) {
-          // A process may be restarting; the bound below still holds.
-          snapshotError = err;
-        }
-        if ((t && state && converged(t, state)) || Date.now() > deadline - 15_000) break;
-        await sleep(3_000);
-      }
+      // A snapshot every 3 s until one has converged, or until one ends past
+      // `deadline - 15 s`: the last one read is the final state, converged or
+      // not (the figures and checks below say what is missing).
+      await vi
+        .waitFor(
+          async () => {
+            try {
+              const st = await snapshot();
+              last = { state: st, t: tally(st) };
+              snapshotError = undefined;
+            } catch (err) {
+              // A process may be restarting; the bound still holds.
+              snapshotError = err;
+            }
+            if (!(last && converged(last.t, last.state)) && Date.now() <= deadline - 15_000) throw new Error('not converged yet');
+          },
+          { timeout: until(TEST_TIMEOUT_MS), interval: 3_000 },
+        )
+        .catch(() => undefined);
+      const { state, t } = last ?? {};
       await Promise.race([probesSettled, sleep(until(60_000))]);
       const exits = processes().flatMap((p) => p.unexpectedExits);
       if (!state || !t) {
@@ -593,10 +605,7 @@ describe('fault injection: three brokers, separate processes, steady load', () =
       // --- Diagnosis of what is missing: the delivery log's view and the processes' own words.
       const diagnosis: string[] = [];
       const attemptsText = await fanout.metrics();
-      const byClass = (attemptsText ?? '')
-        .split('\n')
-        .filter((l) => l.startsWith('webhook_attempts_total{'))
-        .map((l) => l.replace('webhook_attempts_total', '').trim());
+      const byClass = parsePrometheusText(attemptsText, 'webhook_attempts_total').map((x) => `${x.labels.outcome}, ${x.labels.error_class} ${x.value}`);
       diagnosis.push(`fan-out attempts since its restart (outcome, error_class): ${byClass.join('; ') || 'none'}`);
       const logStatus = new Map<string, number>();
       for (const x of [...t.samples.undelivered, ...t.samples.notSucceeded]) {

@@ -4,6 +4,7 @@ import { createClickHouse, type ClickHouseClient } from '../shared/clickhouse/cl
 import { parseVideoId } from '../shared/ids.ts';
 import { topicNames } from '../shared/kafka/topics.ts';
 import { iso, type EventItem } from './helpers/contract.ts';
+import { metricSum } from './helpers/prometheus-text.ts';
 import { TestStack, eventually, type TestTenant } from './helpers/stack.ts';
 
 /**
@@ -137,8 +138,7 @@ describe('read cache exactness under concurrency', () => {
     );
 
   const cacheHits = async () => {
-    const text = (await s.request('GET', '/metrics')).text;
-    return Number(/^read_cache_requests_total\{outcome="hit"\} (\d+)/m.exec(text)?.[1] ?? 0);
+    return metricSum((await s.request('GET', '/metrics')).text, 'read_cache_requests_total', { outcome: 'hit' });
   };
 
   /**
@@ -149,9 +149,9 @@ describe('read cache exactness under concurrency', () => {
     const stop = { done: false };
     const w = writer(stop);
     const r = readers(readerCount, stop);
-    const t0 = performance.now();
     await new Promise((res) => setTimeout(res, ms));
-    while (!enough() && performance.now() - t0 < maxMs) await new Promise((res) => setTimeout(res, 250));
+    // Not a failure by itself: the test's own checks of the counts say whether the run was enough.
+    await eventually(async () => (enough() ? true : undefined), Math.max(0, maxMs - ms), 250).catch(() => undefined);
     stop.done = true;
     await Promise.all([w, r]);
   };

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHttpsReceiver, type HttpsReceiver } from './helpers/https-receiver.ts';
-import { metricSum } from './helpers/prometheus-text.ts';
+import { metricSum, parsePrometheusText } from './helpers/prometheus-text.ts';
 import { TestStack, eventually, type TestTenant } from './helpers/stack.ts';
 
 const WITH_SECRET = 100;
@@ -88,8 +88,8 @@ describe('webhooks: a tenant with 300 destinations beside a small tenant', () =>
     // Everything of the big tenant arrives: no produce refused for its size, none retried forever.
     const progress = setInterval(() => {
       void s.request('GET', '/metrics').then((m) => {
-        const attempts = m.text.split('\n').filter((l) => l.startsWith('webhook_attempts_total'));
-        console.log(`big tenant deliveries received: ${bigDeliveries(rx)}; ${attempts.join(' ')}`);
+        const attempts = parsePrometheusText(m.text, 'webhook_attempts_total').map((x) => `${x.labels.outcome}/${x.labels.error_class} ${x.value}`);
+        console.log(`big tenant deliveries received: ${bigDeliveries(rx)}; webhook attempts (outcome/error_class): ${attempts.join(' ')}`);
       });
     }, 10_000);
     try {

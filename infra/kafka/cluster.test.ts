@@ -10,7 +10,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Admin, Kafka, type KafkaMessage, logLevel } from 'kafkajs';
-import { afterAll, beforeAll, beforeEach, describe, expect, it, onTestFinished } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, onTestFinished, vi } from 'vitest';
+import { retry } from '../../shared/retry.ts';
 import { ensureTopics, replicationFor, topicDefinitions, topicNames, withReplication } from '../../shared/kafka/topics.ts';
 import { KAFKA_VERSION, type LocalCluster, startLocalCluster } from './local-broker.ts';
 
@@ -46,19 +47,16 @@ async function withAdmin<T>(fn: (admin: Admin) => Promise<T>): Promise<T> {
   }
 }
 
-async function waitFor<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
+/** Until `check` returns a value (a check that throws is tried again); fails naming `what` and the last error after `timeoutMs`. */
+function waitFor<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
+  return vi.waitFor(
+    async () => {
       const value = await check();
-      if (value !== undefined) return value;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-    await sleep(250);
-  }
+      if (value === undefined) throw new Error('not yet');
+      return value;
+    },
+    { timeout: timeoutMs, interval: 250, message: `timed out waiting for ${what}` },
+  );
 }
 
 type PartitionState = { partition: number; leader: number; replicas: number[]; isr: number[] };
@@ -67,21 +65,17 @@ async function partitionsOf(topic: string): Promise<PartitionState[]> {
   // NOTE: a node learns of a new topic a moment after the controller created
   // it, and until then answers UNKNOWN_TOPIC_OR_PARTITION ("This server does
   // not host this topic-partition") to the metadata request kafkajs may send
-  // it: asked again, it knows.
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    try {
-      return await withAdmin(async (admin) => {
+  // it: asked again, it knows. Any other error fails at once.
+  return retry(
+    () =>
+      withAdmin(async (admin) => {
         const { topics } = await admin.fetchTopicMetadata({ topics: [topic] });
         return (topics[0]?.partitions ?? [])
           .map((p) => ({ partition: p.partitionId, leader: p.leader, replicas: [...p.replicas].sort(), isr: [...p.isr].sort() }))
           .sort((a, b) => a.partition - b.partition);
-      });
-    } catch (err) {
-      if ((err as { type?: unknown }).type !== 'UNKNOWN_TOPIC_OR_PARTITION' || Date.now() > deadline) throw err;
-      await sleep(250);
-    }
-  }
+      }),
+    { schedule: { initialMs: 250, maxMs: 250, giveUpAfterMs: 30_000 }, isRetryable: (err) => (err as { type?: unknown }).type === 'UNKNOWN_TOPIC_OR_PARTITION' },
+  );
 }
 
 async function minIsrOf(topics: string[]): Promise<Record<string, string | undefined>> {
@@ -117,19 +111,21 @@ async function committedOffsets(groupId: string, topic: string): Promise<Map<num
  */
 async function produceTransactionally(values: string[], transactionalId: string, committed?: (batch: string[]) => Promise<boolean>): Promise<void> {
   const deadline = Date.now() + 90_000;
-  const open = async () => {
-    for (;;) {
-      const producer = client('cluster-test-tx').producer({ transactionalId, idempotent: true, maxInFlightRequests: 1 });
-      try {
-        await producer.connect();
-        return producer;
-      } catch (err) {
-        await producer.disconnect().catch(() => undefined);
-        if (Date.now() > deadline) throw err;
-        await sleep(500);
-      }
-    }
-  };
+  // A fresh producer for each try, until one connects or the deadline passes.
+  const open = () =>
+    retry(
+      async () => {
+        const producer = client('cluster-test-tx').producer({ transactionalId, idempotent: true, maxInFlightRequests: 1 });
+        try {
+          await producer.connect();
+          return producer;
+        } catch (err) {
+          await producer.disconnect().catch(() => undefined);
+          throw err;
+        }
+      },
+      { schedule: { initialMs: 500, maxMs: 500, giveUpAfterMs: Math.max(0, deadline - Date.now()) } },
+    );
   let producer = await open();
   const replace = async () => {
     await producer.disconnect().catch(() => undefined);

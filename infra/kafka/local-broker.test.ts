@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Admin, type Consumer, type KafkaMessage, Kafka, logLevel, type Message } from 'kafkajs';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { retry } from '../../shared/retry.ts';
 import { ensureKafkaJars, KAFKA_VERSION, type LocalBroker, startLocalBroker } from './local-broker.ts';
 
@@ -41,12 +41,14 @@ async function withAdmin<T>(fn: (admin: Admin) => Promise<T>): Promise<T> {
   }
 }
 
+/** Until `check` is true (a check that throws is tried again); fails naming `what` after `timeoutMs`. */
 async function waitFor(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
+  await vi.waitFor(
+    async () => {
+      if (!(await check())) throw new Error('not yet');
+    },
+    { timeout: timeoutMs, interval: 100, message: `timed out waiting for ${what}` },
+  );
 }
 
 async function produce(topic: string, messages: Message[], idempotent = false) {

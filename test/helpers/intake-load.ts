@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { vi } from 'vitest';
 
 /** One event as the load sends it; `visitor` is unique per event, so it names the event in reads and webhook bodies. */
 export interface LoadEvent {
@@ -156,14 +157,25 @@ export function startIntakeLoad(o: IntakeLoadOptions) {
     async stop(timeoutMs: number): Promise<void> {
       stopped = true;
       clearInterval(tick);
-      const deadline = Date.now() + timeoutMs;
-      while (running.size > 0 && Date.now() < deadline) await Promise.race([...running, new Promise((r) => setTimeout(r, 250))]);
-      if (running.size > 0) throw new Error(`${running.size} intake requests still retrying ${timeoutMs} ms after the load stopped`);
+      await vi.waitFor(
+        () => {
+          if (running.size > 0) throw new Error(`${running.size} intake requests still retrying ${timeoutMs} ms after the load stopped`);
+        },
+        { timeout: timeoutMs, interval: 250 },
+      );
     },
     /** Resolves when the schedule has issued everything and every request is settled. */
     async finished(timeoutMs: number): Promise<void> {
       const deadline = Date.now() + timeoutMs;
-      while (this.issuing && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      // Not a failure by itself: stop() below stops the schedule and fails if requests are still out.
+      await vi
+        .waitFor(
+          () => {
+            if (this.issuing) throw new Error('still issuing');
+          },
+          { timeout: timeoutMs, interval: 100 },
+        )
+        .catch(() => undefined);
       await this.stop(Math.max(0, deadline - Date.now()));
     },
   };

@@ -2,6 +2,7 @@ import type { Subject } from '../../schemas/registry.ts';
 import type { TopicKey } from '../../shared/kafka/topics.ts';
 import { randomBytes } from 'node:crypto';
 import type { Admin, Kafka, Producer } from 'kafkajs';
+import { vi } from 'vitest';
 
 /** One record as read back from a topic. */
 export interface ReadRecord {
@@ -44,11 +45,12 @@ export async function readTopicToEnd(kafka: Kafka, admin: Admin, topic: string, 
         advance(partition, BigInt(message.offset) + 1n);
       },
     });
-    const deadline = Date.now() + timeoutMs;
-    while (!done()) {
-      if (Date.now() > deadline) throw new Error(`${topic} not read to its end within ${timeoutMs} ms`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    await vi.waitFor(
+      () => {
+        if (!done()) throw new Error(`${topic} not read to its end within ${timeoutMs} ms`);
+      },
+      { timeout: timeoutMs, interval: 100 },
+    );
   } finally {
     await consumer.disconnect();
   }

@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import net from 'node:net';
 import { resolve } from 'node:path';
+import { vi } from 'vitest';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const NODE = process.execPath;
@@ -29,17 +30,21 @@ export async function startServiceProcess(env: Record<string, string>): Promise<
   child.stdout!.on('data', (d) => (output += d));
   child.stderr!.on('data', (d) => (output += d));
   const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 90_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`service exited with ${child.exitCode}:\n${output.slice(-4000)}`);
-    const ready = await fetch(`${url}/readyz`).then((r) => r.status === 200, () => false);
-    if (ready) break;
-    if (Date.now() > deadline) {
+  // Ends as soon as the child exits (false) or answers ready (true).
+  const ready = await vi
+    .waitFor(
+      async () => {
+        if (child.exitCode !== null) return false;
+        if ((await fetch(`${url}/readyz`)).status !== 200) throw new Error('not ready');
+        return true;
+      },
+      { timeout: 90_000, interval: 200 },
+    )
+    .catch(() => {
       child.kill('SIGKILL');
       throw new Error(`service not ready within 90 s:\n${output.slice(-4000)}`);
-    }
-    await new Promise((r) => setTimeout(r, 200));
-  }
+    });
+  if (!ready) throw new Error(`service exited with ${child.exitCode}:\n${output.slice(-4000)}`);
   return { child, url, output: () => output };
 }
 

@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { resolve } from 'node:path';
+import { vi } from 'vitest';
 import { freePort } from './process.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
@@ -127,23 +128,22 @@ export class ServiceProcess {
         resolveExit({ code, signal });
       });
     });
-    const deadline = Date.now() + readyTimeoutMs;
-    for (;;) {
-      if (child.exitCode !== null || child.signalCode !== null) {
-        throw new Error(`${this.name} exited during start-up (${child.signalCode ?? `code ${child.exitCode}`}):\n${this.#output.slice(-4000)}`);
-      }
-      const ready = await fetch(`${this.url}/readyz`, { signal: AbortSignal.timeout(3_000) }).then(
-        (r) => r.status === 200,
-        () => false,
-      );
-      if (ready) return;
-      if (Date.now() > deadline) {
+    // Ends as soon as the child exits (false) or answers ready (true).
+    const ready = await vi
+      .waitFor(
+        async () => {
+          if (child.exitCode !== null || child.signalCode !== null) return false;
+          if ((await fetch(`${this.url}/readyz`, { signal: AbortSignal.timeout(3_000) })).status !== 200) throw new Error('not ready');
+          return true;
+        },
+        { timeout: readyTimeoutMs, interval: 200 },
+      )
+      .catch(() => {
         this.#expectExit = true;
         child.kill('SIGKILL');
         throw new Error(`${this.name} not ready within ${readyTimeoutMs} ms:\n${this.#output.slice(-4000)}`);
-      }
-      await new Promise((r) => setTimeout(r, 200));
-    }
+      });
+    if (!ready) throw new Error(`${this.name} exited during start-up (${child.signalCode ?? `code ${child.exitCode}`}):\n${this.#output.slice(-4000)}`);
   }
 }
 
