@@ -132,8 +132,8 @@ describe('TransactionalStage', () => {
   }, 120_000);
 
   it('copies every record exactly once while partitions move between live members: a second member joins, then the first leaves', async () => {
-    const [input, out] = [`${fx.topic}.rb-in`, `${fx.topic}.rb-out`];
-    await ensureTopics(fx.admin, [input, out].map((topic) => ({ topic, numPartitions: 4, replicationFactor: 1 })));
+    const [input, out, ck] = [`${fx.topic}.rb-in`, `${fx.topic}.rb-out`, `${fx.topic}.rb-ck`];
+    await ensureTopics(fx.admin, [input, out, ck].map((topic) => ({ topic, numPartitions: 4, replicationFactor: 1 })));
     const producer = fx.kafka.producer();
     await producer.connect();
     let sent = 0;
@@ -143,10 +143,15 @@ describe('TransactionalStage', () => {
         await producer.send({ topic: input, messages: Array.from({ length: 50 }, () => ({ key: String(sent), value: String(sent++) })) });
       }
     };
+    // The stage's contract for exactly once across owners: each transaction
+    // writes a checkpoint, and a restore reads the partition's checkpoints
+    // read_committed to their end, which waits for the previous owner's
+    // open transaction.
     const opts = {
-      restore: async () => undefined,
+      restore: async (partition: number) => (await readTopicToEnd(fx.kafka, fx.admin, ck, 10_000)).filter((r) => r.partition === partition).at(-1)?.value?.toString(),
       process: (_partition: number, records: Parameters<TransactionalStageOptions<string>['process']>[1]) =>
         records.map(({ record }) => ({ topic: out, value: record.kind === 'value' ? record.value : null })),
+      checkpoint: (partition: number, next: string): StageOutput => ({ topic: ck, partition, value: Buffer.from(next) }),
     };
     const first = stageOf('stage-rb', input, opts);
     const second = stageOf('stage-rb', input, opts);

@@ -5,6 +5,7 @@ import { messageBytes } from './coalescing-sender.ts';
 import { createProducer } from './kafka.ts';
 import type { DeadLetter } from './dead-letters.ts';
 import type { Decoded } from './poison.ts';
+import { sleep } from '../retry.ts';
 
 /** A record a stage writes: to `topic`, on `partition` when given, else by its key. */
 export interface StageOutput extends Message {
@@ -144,8 +145,8 @@ interface Window {
  * partition's state through every record written to it so far, which
  * waits for a previous owner's open transaction to end (each one writes
  * the partition's checkpoint before its offsets); only then does it read
- * the committed offset, so nothing is written twice and nothing is
- * skipped. A transaction that fails takes each of its partitions on
+ * the committed offset (again, until it reaches the checkpoint), so nothing
+ * is written twice and nothing is skipped. A transaction that fails takes each of its partitions on
  * afresh. The member's input is read `read_committed`.
  */
 export class TransactionalStage<T> {
@@ -359,13 +360,19 @@ export class TransactionalStage<T> {
     const generation = this.#generation;
     this.#taken.delete(partition);
     await this.#connect();
-    // The restore waits for a previous owner's open transaction to end; after
-    // it, the committed offset is the one that transaction left.
+    // The restore waits for a previous owner's open transaction to end.
     const restoredAt = await this.#opts.restore(partition);
-    const [committed] = await this.#opts.admin.fetchOffsets({ groupId: this.groupId, topics: [topic] });
-    const at = committed?.partitions.find((p) => p.partition === partition)?.offset ?? '-1';
-    // A state ahead of the offset is a replay (the group was reset): what it
-    // reads again, the state has counted. Behind, it would count it twice.
+    let at = await this.#committedOffset(topic, partition);
+    // That transaction wrote the state and the offset together, but the group
+    // coordinator shows the offset only once the commit's marker reaches it
+    // (kafkajs cannot ask for stable offsets, KIP-447): an offset behind the
+    // restored state is looked up again for a while before it counts.
+    for (let i = 0; i < 30 && restoredAt !== undefined && BigInt(at) < BigInt(restoredAt) && !this.member.stopping; i++) {
+      await sleep(100, this.member.stopSignal);
+      at = await this.#committedOffset(topic, partition);
+    }
+    // A state still ahead of the offset is a replay (the group was reset): what
+    // it reads again, the state has counted. Behind, it would count it twice.
     if (restoredAt !== undefined && at !== '-1' && BigInt(restoredAt) < BigInt(at)) {
       const refused = (this.#refused.get(partition) ?? 0) + 1;
       if (refused <= (this.#opts.behindRefusals ?? 5)) {
@@ -381,5 +388,10 @@ export class TransactionalStage<T> {
       return false;
     }
     return true;
+  }
+
+  async #committedOffset(topic: string, partition: number): Promise<string> {
+    const [committed] = await this.#opts.admin.fetchOffsets({ groupId: this.groupId, topics: [topic] });
+    return committed?.partitions.find((p) => p.partition === partition)?.offset ?? '-1';
   }
 }
