@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { WEBHOOK_EVENT_NAMES } from '../../shared/event-names.ts';
 import { keysetPages } from '../../shared/http/cursor-param.ts';
 import { ApiError } from '../../shared/http/errors.ts';
-import { isoTime, isoTimeOrNull, page, problems } from '../../shared/http/schemas.ts';
+import { isoTime, isoTimeOrNull, page, pageQuery, problems } from '../../shared/http/schemas.ts';
 import { Delivery, DeliveryDetail, DeliveryStatus } from './admin.schema.ts';
 import type { AttemptRow } from './delivery-log.repository.ts';
 import { TenantParams, adminRoute, tenantOr404, type WebhookRouteDeps } from './routing.ts';
@@ -43,8 +43,7 @@ export async function deliveryRoutes(root: FastifyInstance, deps: WebhookRouteDe
           status: DeliveryStatus.optional(),
           destination_id: z.uuid().optional(),
           event_name: z.enum(WEBHOOK_EVENT_NAMES as [string, ...string[]]).optional(),
-          cursor: z.string().max(512).optional(),
-          limit: z.coerce.number().int().min(1).max(1000).default(100),
+          ...pageQuery(100, 1000),
         }),
         response: { 200: page(Delivery), ...errors },
       },

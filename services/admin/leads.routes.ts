@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { ConfigStore } from '../../shared/config-store/config-store.ts';
-import { isoTime, page, problems } from '../../shared/http/schemas.ts';
+import { isoTime, page, pageQuery, problems } from '../../shared/http/schemas.ts';
 import { visitorPages, visitorView } from '../api/visitor-pages.ts';
 import type { VisitorsRepository } from '../api/visitors.repository.ts';
 import type { DeliveryLogRepository } from './delivery-log.repository.ts';
@@ -39,10 +39,7 @@ export async function leadRoutes(root: FastifyInstance, deps: LeadRoutesOptions)
           "Visitors whose Lead Intent Score is at or above the tenant's high_intent_threshold, newest lead first (lead_at, or last_seen for a visitor above a threshold lowered after its events), ties by visitor_id; keyset-paginated. Each carries its newest deliveries (webhooks sent about its events).",
         ),
         params: TenantParams,
-        querystring: z.object({
-          cursor: z.string().max(512).optional(),
-          limit: z.coerce.number().int().min(1).max(MAX_LEADS_PAGE).default(50),
-        }),
+        querystring: z.object(pageQuery(50, MAX_LEADS_PAGE)),
         response: { 200: page(Lead), ...problems(401, 404, 422, 429, 503) },
       },
     },

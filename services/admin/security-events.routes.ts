@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { keysetPages } from '../../shared/http/cursor-param.ts';
-import { isoTime, page, problems } from '../../shared/http/schemas.ts';
+import { isoTime, page, pageQuery, problems } from '../../shared/http/schemas.ts';
 import { SecurityEvent } from './admin.schema.ts';
 import { TenantParams, adminRoute, tenantOr404, type WebhookRouteDeps } from './routing.ts';
 
@@ -17,7 +17,7 @@ export async function securityEventRoutes(root: FastifyInstance, deps: WebhookRo
       schema: {
         ...adminRoute('webhooks', 'listSecurityEvents', 'Security events', 'Deliveries refused for lack of a secret. Carries the destination host only.'),
         params: TenantParams,
-        querystring: z.object({ cursor: z.string().max(512).optional(), limit: z.coerce.number().int().min(1).max(1000).default(100) }),
+        querystring: z.object(pageQuery(100, 1000)),
         response: { 200: page(SecurityEvent), ...problems(401, 404, 422, 429) },
       },
     },

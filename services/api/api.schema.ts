@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { WEBHOOK_EVENTS } from '../../shared/event-names.ts';
+import { pageQuery } from '../../shared/http/schemas.ts';
 import { VideoIdParam, VisitorId } from '../ingest/collect.schema.ts';
 import { ScoreFactors, visitorFields } from './visitor.schema.ts';
 
@@ -46,18 +47,9 @@ export const VisitorEvent = z
   })
   .meta({ id: 'VisitorEvent' });
 
-const pageSize = (byDefault: number) =>
-  z.coerce
-    .number()
-    .int()
-    .min(1)
-    .max(MAX_PAGE_SIZE)
-    .default(byDefault)
-    .meta({ description: `Page size, 1–${MAX_PAGE_SIZE} (default ${byDefault})` });
-const limit = pageSize(DEFAULT_PAGE_SIZE);
-const cursor = z.string().max(512).optional().meta({ description: 'next_cursor of the previous page' });
+const pages = pageQuery(DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE);
 
-export const ListVideosQuery = z.object({ cursor, limit });
+export const ListVideosQuery = z.object(pages);
 
 const sinceTime = z.union([z.iso.date(), z.iso.datetime({ offset: true })]).optional();
 
@@ -67,8 +59,7 @@ export const sinceMs = (since: string | undefined): number | undefined =>
 
 export const EventsQuery = z.object({
   since: sinceTime.meta({ description: 'Only events from that moment on: a date (YYYY-MM-DD, midnight UTC) or an ISO 8601 timestamp' }),
-  cursor,
-  limit,
+  ...pages,
 });
 
 export const DEFAULT_VISITORS_PAGE_SIZE = 50;
@@ -78,8 +69,7 @@ export const ListVisitorsQuery = z.object({
   since: sinceTime.meta({ description: 'Only visitors seen from that moment on (last_seen ≥ since): a date (YYYY-MM-DD, midnight UTC) or an ISO 8601 timestamp' }),
   video_id: VideoIdParam.optional().meta({ description: 'Only visitors that watched this video (vid_… or a UUID)' }),
   order: z.enum(['last_seen', 'score']).default('last_seen').meta({ description: 'last_seen: most recently seen first (default); score: highest score first. Ties by visitor_id.' }),
-  cursor,
-  limit: pageSize(DEFAULT_VISITORS_PAGE_SIZE),
+  ...pageQuery(DEFAULT_VISITORS_PAGE_SIZE, MAX_PAGE_SIZE),
 });
 
 export const VideoParams = z.object({ video_id: VideoIdParam });

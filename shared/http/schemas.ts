@@ -18,6 +18,12 @@ export function problems<const S extends number>(...statuses: S[]): Record<S, ty
   return Object.fromEntries(statuses.map((s) => [s, Problem])) as Record<S, typeof Problem>;
 }
 
+/** The query of a keyset-paginated list: the previous page's cursor, and the page size. */
+export const pageQuery = (byDefault: number, max: number) => ({
+  cursor: z.string().max(512).optional().meta({ description: 'next_cursor of the previous page' }),
+  limit: z.coerce.number().int().min(1).max(max).default(byDefault).meta({ description: `Page size, 1–${max} (default ${byDefault})` }),
+});
+
 /** A keyset-paginated list. */
 export const page = <T extends z.ZodType>(item: T) => z.object({ data: z.array(item), next_cursor: z.string().nullable() });
 
