@@ -24,7 +24,10 @@ export class Changelog {
     this.topic = opts.topic;
     this.#admin = opts.admin;
     this.#follower = new TopicFollower({
-      ...opts,
+      kafka: opts.kafka,
+      metrics: opts.metrics,
+      deadLetters: opts.deadLetters,
+      stallMs: opts.stallMs,
       log: opts.log.child({ component: 'changelog' }),
       name: 'changelog',
       topics: [opts.topic],

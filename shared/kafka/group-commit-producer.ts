@@ -77,6 +77,12 @@ export interface GroupCommitProducerOptions {
 }
 
 /**
+ * Most record bytes in one transaction: kafkajs sends each partition's share
+ * as one record batch, which must stay under the topic's max.message.bytes.
+ */
+const MAX_TRANSACTION_BYTES = 2 * 1024 * 1024;
+
+/**
  * Produces each caller's records all-or-nothing. Callers' records are
  * grouped into one Kafka transaction (group commit), acknowledged by all
  * in-sync replicas; every caller in a group learns the same outcome. Readers
@@ -178,9 +184,6 @@ export class GroupCommitProducer {
 
   #take(): Pending[] {
     const maxMessages = this.#opts.maxMessages ?? 10000;
-    // kafkajs sends each partition's share as one record batch, which must
-    // stay under the topic's max.message.bytes.
-    const maxBytes = 2 * 1024 * 1024;
     const group: Pending[] = [];
     let count = 0;
     let bytes = 0;
@@ -188,7 +191,7 @@ export class GroupCommitProducer {
       const next = this.#queue[0]!;
       const size = next.messages.reduce((n, m) => n + (m.value?.length ?? 0) + (m.key?.length ?? 0), 0);
       // A request is never split: the first one goes in whatever its size.
-      if (group.length > 0 && (count + next.messages.length > maxMessages || bytes + size > maxBytes)) break;
+      if (group.length > 0 && (count + next.messages.length > maxMessages || bytes + size > MAX_TRANSACTION_BYTES)) break;
       group.push(this.#queue.shift()!);
       this.#queuedMessages -= next.messages.length;
       count += next.messages.length;
