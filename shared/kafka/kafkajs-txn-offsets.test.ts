@@ -55,6 +55,12 @@ describe('kafkajs transaction offsets with the group generation', () => {
     await admin.connect();
     await ensureTopics(admin, [{ topic, numPartitions: 2, replicationFactor: 1 }]);
     await producer.connect();
+    // Records under every offset committed below: a member that owns
+    // partition 0 reads from the committed offset, and one past the end
+    // would make kafkajs reset it to the earliest (-2) under the test.
+    const tx = await producer.transaction();
+    await tx.send({ topic, messages: Array.from({ length: 10 }, (_, i) => ({ partition: 0, value: String(i) })) });
+    await tx.commit();
 
     const first = await join();
     await expect.poll(() => first.length, { timeout: 30_000 }).toBeGreaterThan(0);
