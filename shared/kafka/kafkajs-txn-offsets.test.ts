@@ -12,7 +12,7 @@ import { ensureTopics } from './topics.ts';
  * neither: the coordinator takes offsets from a member whose generation is
  * over, and the refusal below does not happen.
  */
-describe('kafkajs transaction offsets with the group generation', () => {
+describe('kafkajs transaction offsets (KIP-447)', () => {
   const id = randomBytes(4).toString('hex');
   const topic = `txn-offsets-${id}`;
   const groupId = `txn-offsets-${id}`;
@@ -80,5 +80,36 @@ describe('kafkajs transaction offsets with the group generation', () => {
     await expect(commit('7', before)).rejects.toThrow(/generation/i);
     await commit('9', first.at(-1)!);
     await expect.poll(committed, { timeout: 15_000 }).toBe('9');
+  }, 60_000);
+
+  /**
+   * patches/kafkajs+2.2.4+012+offset-fetch-require-stable.patch: OffsetFetch
+   * version 7 with require_stable (KIP-447), and offsets of chosen
+   * partitions. Unpatched, kafkajs sends version 4, which cannot ask for
+   * stable offsets: the pending offset below reads as the previous one (-1).
+   */
+  it('fetches a partition\'s offset stable: refused while a transaction\'s offsets for it are pending, the committed one after; other partitions answer meanwhile', async () => {
+    const group = `${groupId}-stable`;
+    await admin.connect();
+    await ensureTopics(admin, [{ topic, numPartitions: 2, replicationFactor: 1 }]);
+    await producer.connect();
+    const offsetOf = async (partition: number, requireStable: boolean) =>
+      (await admin.fetchOffsets({ groupId: group, topics: [{ topic, partitions: [partition] }], requireStable }))[0]!.partitions.map((p) => [p.partition, p.offset]);
+
+    // The group's coordinator answers once it has loaded its partition of __consumer_offsets.
+    await expect.poll(() => offsetOf(0, false).catch(() => undefined), { timeout: 30_000 }).toEqual([[0, '-1']]);
+    const tx = await producer.transaction();
+    try {
+      await tx.sendOffsets({ consumerGroupId: group, topics: [{ topic, partitions: [{ partition: 0, offset: '3' }] }] });
+      expect(await offsetOf(0, false)).toEqual([[0, '-1']]);
+      await expect(offsetOf(0, true)).rejects.toMatchObject({ type: 'UNSTABLE_OFFSET_COMMIT', retriable: true });
+      expect(await offsetOf(1, true)).toEqual([[1, '-1']]);
+      await tx.commit();
+    } catch (err) {
+      await tx.abort().catch(() => undefined);
+      throw err;
+    }
+    // Refused until the commit's marker reaches the coordinator, never stale.
+    await expect.poll(() => offsetOf(0, true).catch((err: { type?: string }) => err.type), { timeout: 15_000 }).toEqual([[0, '3']]);
   }, 60_000);
 });

@@ -229,7 +229,7 @@ export class TransactionalStage<T> {
     if (this.#taken.get(partition) !== this.#generation) {
       let taken: boolean;
       try {
-        taken = await this.#takeOn(topic, partition, messages[0]?.offset ?? batch.firstOffset() ?? '0');
+        taken = await this.#takeOn(topic, partition, messages[0]?.offset ?? batch.firstOffset() ?? '0', heartbeat);
       } catch (err) {
         // Taken on again with the next fetch (kafkajs retries the batch).
         this.member.transientFailure(err);
@@ -356,23 +356,15 @@ export class TransactionalStage<T> {
    * Restores the partition's state and makes sure reading goes on from the
    * committed offset. False when the fetch was not from there (it was sought back).
    */
-  async #takeOn(topic: string, partition: number, fetchedFrom: string): Promise<boolean> {
+  async #takeOn(topic: string, partition: number, fetchedFrom: string, heartbeat: () => Promise<void>): Promise<boolean> {
     const generation = this.#generation;
     this.#taken.delete(partition);
     await this.#connect();
     // The restore waits for a previous owner's open transaction to end.
     const restoredAt = await this.#opts.restore(partition);
-    let at = await this.#committedOffset(topic, partition);
-    // That transaction wrote the state and the offset together, but the group
-    // coordinator shows the offset only once the commit's marker reaches it
-    // (kafkajs cannot ask for stable offsets, KIP-447): an offset behind the
-    // restored state is looked up again for a while before it counts.
-    for (let i = 0; i < 30 && restoredAt !== undefined && BigInt(at) < BigInt(restoredAt) && !this.member.stopping; i++) {
-      await sleep(100, this.member.stopSignal);
-      at = await this.#committedOffset(topic, partition);
-    }
-    // A state still ahead of the offset is a replay (the group was reset): what
-    // it reads again, the state has counted. Behind, it would count it twice.
+    const at = await this.#stableOffset(topic, partition, heartbeat);
+    // A state ahead of the offset is a replay (the group was reset): what it
+    // reads again, the state has counted. Behind, it would count it twice.
     if (restoredAt !== undefined && at !== '-1' && BigInt(restoredAt) < BigInt(at)) {
       const refused = (this.#refused.get(partition) ?? 0) + 1;
       if (refused <= (this.#opts.behindRefusals ?? 5)) {
@@ -390,8 +382,24 @@ export class TransactionalStage<T> {
     return true;
   }
 
-  async #committedOffset(topic: string, partition: number): Promise<string> {
-    const [committed] = await this.#opts.admin.fetchOffsets({ groupId: this.groupId, topics: [topic] });
-    return committed?.partitions.find((p) => p.partition === partition)?.offset ?? '-1';
+  /**
+   * The partition's committed offset, stable: the transaction that wrote the
+   * restored state wrote its offset too, but the group coordinator shows it
+   * only once the commit's marker reaches it, and answers the offset before
+   * it until then unless asked for stable offsets (KIP-447, kafkajs patch 012).
+   */
+  async #stableOffset(topic: string, partition: number, heartbeat: () => Promise<void>): Promise<string> {
+    const until = performance.now() + TRANSACTION_TIMEOUT_MS;
+    for (;;) {
+      try {
+        const [committed] = await this.#opts.admin.fetchOffsets({ groupId: this.groupId, topics: [{ topic, partitions: [partition] }], requireStable: true });
+        return committed?.partitions.find((p) => p.partition === partition)?.offset ?? '-1';
+      } catch (err) {
+        if ((err as { type?: string }).type !== 'UNSTABLE_OFFSET_COMMIT' || this.member.stopping) throw err;
+        if (performance.now() > until) throw new Error(`partition ${partition}: its committed offset is still unstable after ${TRANSACTION_TIMEOUT_MS} ms`);
+      }
+      await sleep(100, this.member.stopSignal);
+      await heartbeat();
+    }
   }
 }
