@@ -1,4 +1,4 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ACTIVE, NOT_FROM_PLAYER, SHORT, SIGNALS, expectProblem, iso, randomVid, type EventItem, type Res } from './helpers/contract.ts';

@@ -10,11 +10,6 @@ import { groupLags } from './helpers/kafka-inspect.ts';
 import { startServiceProcess } from './helpers/process.ts';
 import { TestStack, eventually, stackEnv } from './helpers/stack.ts';
 
-interface Sent {
-  visitor: string;
-  status: number;
-}
-
 /** Sends batches of `size` events with unique visitor ids until `stop()`; records each request's outcome. */
 function streamEvents(url: string, playerKey: string, videoId: string, opts: { size: number; concurrency: number; tag: string }) {
   const sent: { visitors: string[]; status: number }[] = [];

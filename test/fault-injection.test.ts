@@ -469,7 +469,6 @@ describe('fault injection: three brokers, separate processes, steady load', () =
       // --- Converge: wait (bounded) until nothing is missing, then take the final state.
       const requests = [...load.requests, ...probeLoad.requests];
       const events = requests.flatMap((r) => r.events.map((e) => ({ ...e, request: r })));
-      const accepted = events.filter((e) => e.request.outcome === 'accepted');
       const groups = Object.fromEntries(Object.entries(GROUPS).map(([g, ks]) => [`${prefix}${g}`, ks.map((k) => topics[k])]));
       type State = {
         listed: Map<string, number>;

@@ -353,6 +353,6 @@ export function restoreState(values: ReadonlyMap<string, Buffer>): PartitionStat
   // The bounds' order: least recently seen first.
   for (const s of [...open, ...ended].sort((a, b) => a.seenAt - b.seenAt)) state.sessionOrder.touch(s.tenant_id, sessionKey(s.tenant_id, s.session_id));
   const seenAt = (v: VisitorState) => v.seenAt ?? v.lastSeen;
-  for (const [key, v] of [...state.visitors].sort(([, a], [, b]) => seenAt(a) - seenAt(b))) state.visitorOrder.touch(key.split(':', 2)[1]!, key);
+  for (const [key] of [...state.visitors].sort(([, a], [, b]) => seenAt(a) - seenAt(b))) state.visitorOrder.touch(key.split(':', 2)[1]!, key);
   return state;
 }

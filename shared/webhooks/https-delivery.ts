@@ -209,7 +209,8 @@ export class HttpsDeliveryClient {
       outgoing['authorization'] = `Basic ${Buffer.from(`${safeDecode(target.username)}:${safeDecode(target.password)}`).toString('base64')}`;
     }
     const { pool: dispatcher, state } = this.#poolOf(target.origin, pool);
-    const budget = AbortSignal.timeout(this.#timeoutMs);
+    const timer = deadline(this.#timeoutMs);
+    const budget = timer.signal;
     try {
       const res = await dispatcher.request({ method: 'POST', path: `${target.pathname}${target.search}`, headers: outgoing, body, signal: budget });
       const ok = res.statusCode >= 200 && res.statusCode < 300;
@@ -222,7 +223,9 @@ export class HttpsDeliveryClient {
       };
       // The body is ignored: read and dropped within bounds (a larger or slower
       // one ends its connection), so the connection is free for the next post.
-      await res.body.dump({ limit: MAX_DRAIN_BYTES, signal: AbortSignal.timeout(this.#drainTimeoutMs) }).catch(() => {});
+      const drain = deadline(this.#drainTimeoutMs);
+      await res.body.dump({ limit: MAX_DRAIN_BYTES, signal: drain.signal }).catch(() => {});
+      drain.clear();
       return result;
     } catch (err) {
       const durationMs = elapsed();
@@ -243,6 +246,8 @@ export class HttpsDeliveryClient {
       }
       const errorClass = classifyError(code, err instanceof Error ? state.failed.get(err) : undefined);
       return { ok: false, errorClass, durationMs, address: state.address, message: `${errorClass} error delivering to ${host}: ${code}` };
+    } finally {
+      timer.clear();
     }
   }
 
@@ -302,8 +307,10 @@ export class HttpsDeliveryClient {
   #checkedLookup(state: PoolState): LookupFunction {
     return (hostname, options, callback) => {
       state.lookups++;
-      const signal = AbortSignal.timeout(this.#timeoutMs);
+      const timer = deadline(this.#timeoutMs);
+      const signal = timer.signal;
       withinBudget(hostname, signal, () => this.#resolve(hostname, signal))
+        .finally(timer.clear)
         .then((addresses) => {
           if (addresses.length === 0) throw new DnsLookupError(hostname, 'ENODATA');
           const refused = addresses.find((a) => !isAllowedAddress(a.address, this.#allowList));
@@ -340,4 +347,16 @@ function safeDecode(text: string): string {
 
 function codeOf(err: unknown): string {
   return errorCode(err, err instanceof Error ? err.name : 'unknown error');
+}
+
+/**
+ * A signal that aborts after `ms`, as AbortSignal.timeout does, whose timer
+ * `clear` ends: AbortSignal.timeout's timer runs out after the work is done
+ * and builds its error then, at every delivery.
+ */
+function deadline(ms: number): { signal: AbortSignal; clear: () => void } {
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError')), ms);
+  timer.unref();
+  return { signal: controller.signal, clear: () => clearTimeout(timer) };
 }

@@ -1,7 +1,7 @@
 // The resolver against a real DNS server: a UDP responder on 127.0.0.1 that
 // this file controls (test/helpers/dns-server.ts), never the machine's resolv.conf.
 import { performance } from 'node:perf_hooks';
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { startDnsServer, type DnsAnswer, type DnsQuestion, type DnsServer } from '../../test/helpers/dns-server.ts';
 import { combineAnswers, DnsLookupError, DnsTimeoutError, isLocalhost, WebhookResolver, type WebhookResolverOptions } from './resolver.ts';
 
