@@ -5,7 +5,7 @@ import { messageBytes } from './coalescing-sender.ts';
 import { createProducer } from './kafka.ts';
 import type { DeadLetter } from './dead-letters.ts';
 import type { Decoded } from './poison.ts';
-import { sleep } from '../retry.ts';
+import { retry } from '../retry.ts';
 
 /** A record a stage writes: to `topic`, on `partition` when given, else by its key. */
 export interface StageOutput extends Message {
@@ -389,17 +389,17 @@ export class TransactionalStage<T> {
    * it until then unless asked for stable offsets (KIP-447, kafkajs patch 012).
    */
   async #stableOffset(topic: string, partition: number, heartbeat: () => Promise<void>): Promise<string> {
-    const until = performance.now() + TRANSACTION_TIMEOUT_MS;
-    for (;;) {
-      try {
-        const [committed] = await this.#opts.admin.fetchOffsets({ groupId: this.groupId, topics: [{ topic, partitions: [partition] }], requireStable: true });
-        return committed?.partitions.find((p) => p.partition === partition)?.offset ?? '-1';
-      } catch (err) {
-        if ((err as { type?: string }).type !== 'UNSTABLE_OFFSET_COMMIT' || this.member.stopping) throw err;
-        if (performance.now() > until) throw new Error(`partition ${partition}: its committed offset is still unstable after ${TRANSACTION_TIMEOUT_MS} ms`);
-      }
-      await sleep(100, this.member.stopSignal);
-      await heartbeat();
-    }
+    const [committed] = await retry(
+      async (attempt) => {
+        if (attempt > 1) await heartbeat();
+        return this.#opts.admin.fetchOffsets({ groupId: this.groupId, topics: [{ topic, partitions: [partition] }], requireStable: true });
+      },
+      {
+        schedule: { initialMs: 100, maxMs: 100, factor: 1, giveUpAfterMs: TRANSACTION_TIMEOUT_MS },
+        isRetryable: (err) => (err as { type?: string }).type === 'UNSTABLE_OFFSET_COMMIT',
+        signal: this.member.stopSignal,
+      },
+    );
+    return committed?.partitions.find((p) => p.partition === partition)?.offset ?? '-1';
   }
 }
